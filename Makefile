@@ -1,0 +1,38 @@
+# Thin wrappers. Every target that runs code depends on `install`, so a fresh clone needs nothing else.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# torch first: `pip install torch==2.13.0` takes the local CPU build; an unpinned torch would pull
+# gigabytes of CUDA packages. Later steps run under a constraint that pins whatever torch is there.
+TORCH ?= torch==2.13.0
+# Large blocks stay in the heap instead of being returned to the OS: 4 MB allocations varied up to
+# 19x between processes without this (issue 5). Recorded in benchmark output.
+BENCH_ENV := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456
+SWEEP ?= default
+RESULTS ?= results/sweeps
+
+.PHONY: help install test test-fast sweep report bench bench-check eval claims clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+
+install: $(STAMP)  ## build .venv: torch (CPU) first, then the package with the dev extra
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
+	$(PY) -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/constraints.txt
+	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e ".[dev]"
+	$(PY) -c "import torch; assert 'torch==' + torch.__version__ == open('$(VENV)/constraints.txt').read().strip(), 'torch was replaced'"
+	touch $@
+
+test: install  ## the whole test suite (< 10 min on 2 cores)
+	$(PY) -m pytest -q
+
+test-fast: install  ## tests without the few marked slow
+	$(PY) -m pytest -q -m "not slow"
+
+clean:  ## remove the venv and caches (results are kept)
+	rm -rf $(VENV) .pytest_cache .benchmarks

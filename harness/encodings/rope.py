@@ -1,0 +1,36 @@
+"""RoPE (Su et al. 2021, reference-notes 000-004): rotate q and k by position; any base, layout, partial
+rotary, and the HF rope_types for context extension (PI, NTK, dynamic NTK, YaRN, Llama 3, LongRoPE)."""
+from harness.encodings._base import Encoding
+from harness.rope import LAYOUTS, apply_rotary, frequencies, rotary_table
+
+
+class Rope(Encoding):
+    """Rotary position embedding; `scaling` holds the HF rope_scaling keys for `rope_type`."""
+
+    relative = True
+    rotary = True
+
+    def __init__(self, *, head_dim, base=10000.0, layout="half", partial_rotary_factor=1.0,
+                 rope_type="default", scaling=None, impl="auto"):
+        super().__init__()
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown rope layout {layout!r}; expected one of {list(LAYOUTS)}")
+        self.head_dim, self.base, self.layout, self.impl = head_dim, float(base), layout, impl
+        self.partial_rotary_factor = partial_rotary_factor
+        self.rope_type, self.scaling = rope_type, dict(scaling or {})
+        Rope.frequencies(self, None)  # validate every knob now, at build time (not a subclass's override)
+
+    def frequencies(self, seq_len):
+        """(inv_freq (R/2,), attention_factor) for a sequence of seq_len positions."""
+        return frequencies(self.rope_type, self.head_dim, self.base, seq_len,
+                           partial_rotary_factor=self.partial_rotary_factor, **self.scaling)
+
+    def table(self, pos):
+        """cos, sin (T, R/2) for positions pos (T,)."""
+        inv_freq, attention_factor = self.frequencies(int(pos.max()) + 1 if pos.numel() else None)
+        return rotary_table(inv_freq.to(pos.device), pos, attention_factor)
+
+    def rotate(self, q, k, pos):
+        cos, sin = self.table(pos)
+        return (apply_rotary(q, cos, sin, self.layout, self.impl),
+                apply_rotary(k, cos, sin, self.layout, self.impl))

@@ -1,0 +1,39 @@
+"""Axial 2D RoPE (reference-notes 004 §5.5.3): R_(h,w) = R_h (x) R_w; half the pairs rotate by the row,
+half by the column. 1-D positions p are read as a row-major grid: (p // width, p % width)."""
+import torch
+
+from harness.encodings._base import Encoding
+from harness.rope import LAYOUTS, apply_rotary, frequencies, rotary_table
+
+
+class Rope2D(Encoding):
+    """Scores depend only on (row_i - row_j, col_i - col_j): relative for shifts by whole rows."""
+
+    relative = True
+    rotary = True
+
+    def __init__(self, *, head_dim, width=16, base=10000.0, layout="half", impl="auto"):
+        super().__init__()
+        if head_dim % 4:
+            raise ValueError(f"rope2d needs head_dim divisible by 4 (pairs for rows and columns), got {head_dim}")
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown rope layout {layout!r}; expected one of {list(LAYOUTS)}")
+        if width < 1:
+            raise ValueError(f"rope2d width must be >= 1, got {width}")
+        self.width, self.layout, self.impl = int(width), layout, impl
+        self.shift_unit = self.width
+        # each axis gets the frequencies of a head_dim/2 RoPE: (head_dim/4,)
+        self.register_buffer("inv_freq", frequencies("default", head_dim // 2, base)[0], persistent=False)
+
+    def table(self, pos):
+        """cos, sin (T, D/2): the first D/4 pairs carry the row phase, the rest the column phase."""
+        row = torch.div(pos, self.width, rounding_mode="floor")
+        col = pos - row * self.width
+        cr, sr = rotary_table(self.inv_freq, row)
+        cc, sc = rotary_table(self.inv_freq, col)
+        return torch.cat((cr, cc), dim=-1), torch.cat((sr, sc), dim=-1)
+
+    def rotate(self, q, k, pos):
+        cos, sin = self.table(pos)
+        return (apply_rotary(q, cos, sin, self.layout, self.impl),
+                apply_rotary(k, cos, sin, self.layout, self.impl))

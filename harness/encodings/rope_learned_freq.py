@@ -1,0 +1,18 @@
+"""RoPE with learnable frequencies (reference-notes 004 §5.5.1): theta_i = base^(-2i/d) * exp(a_i), a_i init 0."""
+import torch
+from torch import nn
+
+from harness.encodings.rope import Rope
+
+
+class RopeLearnedFreq(Rope):
+    """One learnable log-scale a_i per frequency pair, shared by all heads and layers."""
+
+    def __init__(self, *, head_dim, base=10000.0, layout="half", partial_rotary_factor=1.0, impl="auto"):
+        super().__init__(head_dim=head_dim, base=base, layout=layout,
+                         partial_rotary_factor=partial_rotary_factor, impl=impl)
+        self.log_scale = nn.Parameter(torch.zeros(int(head_dim * partial_rotary_factor) // 2))
+
+    def frequencies(self, seq_len):
+        theta, attention_factor = super().frequencies(seq_len)
+        return theta.to(self.log_scale.device) * self.log_scale.exp(), attention_factor

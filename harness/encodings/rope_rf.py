@@ -1,0 +1,24 @@
+"""RoPE with a learnable receptive field (reference-notes 000 §3.2): theta*_j = alpha/base^rho + (1-alpha) theta_j.
+
+phi = alpha/base^rho adds one shared frequency; by the identity of §4.5 the score becomes
+cos((m-n)phi) a'(m-n) - sin((m-n)phi) b'(m-n). alpha = 0 is plain RoPE."""
+import torch
+from torch import nn
+
+from harness.encodings.rope import Rope
+
+
+class RopeRF(Rope):
+    """alpha is learnable (init alpha_init); rho is a fixed hyperparameter in [0, 1]."""
+
+    def __init__(self, *, head_dim, base=10000.0, rho=0.5, alpha_init=0.1, layout="half",
+                 partial_rotary_factor=1.0, impl="auto"):
+        super().__init__(head_dim=head_dim, base=base, layout=layout,
+                         partial_rotary_factor=partial_rotary_factor, impl=impl)
+        self.rho = float(rho)
+        self.alpha = nn.Parameter(torch.tensor(float(alpha_init)))
+
+    def frequencies(self, seq_len):
+        theta, attention_factor = super().frequencies(seq_len)
+        phi = self.alpha / self.base ** self.rho
+        return phi + (1 - self.alpha) * theta.to(self.alpha.device), attention_factor

@@ -1,0 +1,25 @@
+"""Sinusoidal absolute encoding (Vaswani et al. 2017; reference-notes 003): PE[p, 2i] = sin(p w_i),
+PE[p, 2i+1] = cos(p w_i), w_i = base^(-2i/d), added to token embeddings; defined for every position."""
+import torch
+
+from harness.encodings._base import Encoding
+
+
+def table(pos, d_model, base=10000.0):
+    """(T, d_model) encoding of positions pos (T,), phase in float64 so long positions stay exact."""
+    w = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d/2,)
+    phase = pos.to(torch.float64)[:, None] * w
+    return torch.stack((phase.sin(), phase.cos()), dim=-1).flatten(-2)[:, :d_model]
+
+
+class Sinusoidal(Encoding):
+    """No parameters; computed on the fly for whatever positions arrive."""
+
+    def __init__(self, *, d_model, base=10000.0):
+        super().__init__()
+        if d_model % 2:
+            raise ValueError(f"sinusoidal needs an even d_model, got {d_model}")
+        self.d_model, self.base = d_model, float(base)
+
+    def embed(self, x, pos):
+        return x + table(pos, self.d_model, self.base).to(x.dtype)

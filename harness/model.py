@@ -1,0 +1,122 @@
+"""A small decoder-only transformer (nanoGPT's shape) that calls the encoding's three hooks at fixed places."""
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from harness import encodings
+from harness.encodings import Encoding
+
+ATTENTIONS = ("softmax", "linear")
+VOCAB_SIZE = 256  # byte-level
+
+
+def softmax_attention(q, k, v, bias):
+    """Causal SDPA. q, k, v (B, H, T, D); bias (H|B,H, T, T) or None. No mask tensor at all without a bias."""
+    if bias is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    T = q.shape[-2]
+    causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    mask = bias.to(q.dtype).masked_fill(~causal, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def _feature(x):
+    """elu + 1: the positive feature map of Katharopoulos et al. 2020 (reference-notes 004 §4.4)."""
+    return F.elu(x) + 1
+
+
+def linear_attention(q, k, v, encoding, pos, eps=1e-6):
+    """Causal linear attention with RoPE in the numerator only (RoFormer §3.3; notes 004 §4.4.2, §5.1.2):
+
+    out_i = sum_{j<=i} [R_i f(q_i)]^T [R_j f(k_j)] v_j / sum_{j<=i} f(q_i)^T f(k_j), in O(T) by cumulative
+    sums over j of k_j v_j^T (B, H, T, D, Dv); no T x T matrix. The denominator keeps positivity."""
+    fq, fk = _feature(q), _feature(k)
+    rq, rk = encoding.rotate(fq, fk, pos)
+    kv = torch.einsum("bhtd,bhte->bhtde", rk, v).cumsum(dim=2)  # (B, H, T, D, Dv)
+    num = torch.einsum("bhtd,bhtde->bhte", rq, kv)
+    den = torch.einsum("bhtd,bhtd->bht", fq, fk.cumsum(dim=2))[..., None]
+    return num / (den + eps)
+
+
+def linear_attention_quadratic(q, k, v, encoding, pos, eps=1e-6):
+    """The same as linear_attention, written with the explicit masked T x T matrix (a test oracle)."""
+    fq, fk = _feature(q), _feature(k)
+    rq, rk = encoding.rotate(fq, fk, pos)
+    causal = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool, device=q.device).tril()
+    num = (rq @ rk.transpose(-1, -2)).masked_fill(~causal, 0) @ v
+    den = (fq @ fk.transpose(-1, -2)).masked_fill(~causal, 0).sum(-1, keepdim=True)
+    return num / (den + eps)
+
+
+class Block(nn.Module):
+    """Pre-norm attention + MLP. The encoding is shared by all blocks and passed in, not owned."""
+
+    def __init__(self, d_model, n_heads, head_dim, attention, mlp_ratio):
+        super().__init__()
+        self.n_heads, self.head_dim, self.attention = n_heads, head_dim, attention
+        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * n_heads * head_dim, bias=False)
+        self.proj = nn.Linear(n_heads * head_dim, d_model, bias=False)
+        self.mlp = nn.Sequential(nn.Linear(d_model, mlp_ratio * d_model, bias=False), nn.GELU(),
+                                 nn.Linear(mlp_ratio * d_model, d_model, bias=False))
+
+    def forward(self, x, encoding, pos):
+        B, T, _ = x.shape
+        qkv = self.qkv(self.ln1(x)).view(B, T, 3, self.n_heads, self.head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, T, D)
+        if self.attention == "linear":
+            y = linear_attention(q, k, v, encoding, pos)
+        else:
+            q, k = encoding.rotate(q, k, pos)
+            y = softmax_attention(q, k, v, encoding.bias(q, pos, pos))
+        x = x + self.proj(y.transpose(1, 2).reshape(B, T, -1))
+        return x + self.mlp(self.ln2(x))
+
+
+class Transformer(nn.Module):
+    """Byte-level decoder-only LM: embed -> encoding.embed -> blocks -> LayerNorm -> tied output."""
+
+    def __init__(self, *, encoding: Encoding, n_layers=2, d_model=128, n_heads=4, head_dim=None,
+                 attention="softmax", mlp_ratio=4, vocab_size=VOCAB_SIZE):
+        super().__init__()
+        if attention not in ATTENTIONS:
+            raise ValueError(f"unknown attention {attention!r}; expected one of {list(ATTENTIONS)}")
+        if attention == "linear" and encoding.has_bias:
+            raise ValueError(f"encoding {encoding.name!r} adds an attention-score bias, which linear "
+                             f"attention cannot take; use attention=softmax or a bias-free encoding")
+        head_dim = head_dim or d_model // n_heads
+        self.encoding = encoding
+        self.tok = nn.Embedding(vocab_size, d_model)
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, head_dim, attention, mlp_ratio)
+                                    for _ in range(n_layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.head.weight = self.tok.weight  # tied
+        # GPT-2 init, residual projections scaled by depth; the encoding keeps its own (paper) init
+        nn.init.normal_(self.tok.weight, std=0.02)
+        for name, p in self.blocks.named_parameters():
+            if p.dim() == 2:
+                deep = name.endswith("proj.weight") or name.endswith("mlp.2.weight")
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * n_layers) if deep else 0.02)
+
+    def forward(self, idx, pos=None):
+        """idx (B, T) bytes; pos (T,) integer positions (default 0..T-1) -> logits (B, T, vocab)."""
+        if pos is None:
+            pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.encoding.embed(self.tok(idx), pos)
+        for block in self.blocks:
+            x = block(x, self.encoding, pos)
+        return self.head(self.ln_f(x))
+
+
+def from_config(model_cfg, encoding):
+    """Transformer from a ModelConfig and an encoding dict {name, **params}."""
+    head_dim = model_cfg.head_dim or model_cfg.d_model // model_cfg.n_heads
+    params = {k: v for k, v in encoding.items() if k != "name"}
+    enc = encodings.build(encoding["name"], d_model=model_cfg.d_model, n_heads=model_cfg.n_heads,
+                          head_dim=head_dim, **params)
+    return Transformer(encoding=enc, n_layers=model_cfg.n_layers, d_model=model_cfg.d_model,
+                       n_heads=model_cfg.n_heads, head_dim=head_dim, attention=model_cfg.attention,
+                       mlp_ratio=model_cfg.mlp_ratio)

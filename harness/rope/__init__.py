@@ -1,0 +1,20 @@
+"""Rotary maths shared by the rotary family: frequencies, tables, rotation implementations, decay bound."""
+import torch
+
+from harness.rope.apply import IMPLS, LAYOUTS, apply_rotary, rotary_table
+from harness.rope.frequencies import ROPE_INIT_FUNCTIONS, frequencies
+
+__all__ = ["IMPLS", "LAYOUTS", "ROPE_INIT_FUNCTIONS", "apply_rotary", "decay_curve", "frequencies",
+           "rotary_table"]
+
+
+def decay_curve(head_dim, base, distances):
+    """Su's long-range bound (reference-notes 002; 004 §2.3): mean over j of |S_j(m)|, S_j = sum_{i<=j} e^{i m theta_i}.
+
+    distances: (N,) relative distances m; returns (N,) float64. At m = 0 it is (head_dim/2 + 1)/2.
+    """
+    theta = frequencies("default", head_dim, base)[0].double()  # (d/2,)
+    m = torch.as_tensor(distances, dtype=torch.float64)
+    phase = m[:, None] * theta  # (N, d/2)
+    s = torch.polar(torch.ones_like(phase), phase).cumsum(dim=-1)  # S_j for each j
+    return s.abs().mean(dim=-1)
