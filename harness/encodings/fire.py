@@ -20,7 +20,7 @@ class Fire(Encoding):
         self.eps = eps
 
     def bias(self, q, q_pos, k_pos):
-        qp, kp = q_pos.float(), k_pos.float()
+        qp, kp = q_pos.to(self.c.dtype), k_pos.to(self.c.dtype)
         rel = (qp[:, None] - kp[None, :]).abs()  # (Tq, Tk)
         norm = torch.maximum(qp, (self.L_multiplier * self.init_L).abs())[:, None]  # (Tq, 1)
         x = torch.log(torch.abs(self.c * rel) + 1) / (torch.log(torch.abs(self.c * norm) + 1) + self.eps)

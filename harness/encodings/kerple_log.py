@@ -18,6 +18,6 @@ class KerpleLog(Encoding):
         self.r2 = nn.Parameter(torch.rand(n_heads))
 
     def bias(self, q, q_pos, k_pos):
-        dist = (q_pos[:, None] - k_pos[None, :]).abs().float()  # (Tq, Tk)
+        dist = (q_pos[:, None] - k_pos[None, :]).abs().to(self.r1.dtype)  # (Tq, Tk)
         r1, r2 = self.r1.clamp(min=EPS)[:, None, None], self.r2.clamp(min=EPS)[:, None, None]
         return -r1 * torch.log1p(r2 * dist)  # (H, Tq, Tk)

@@ -18,6 +18,6 @@ class KerplePower(Encoding):
         self.r2 = nn.Parameter(torch.rand(n_heads) * 2)
 
     def bias(self, q, q_pos, k_pos):
-        dist = (q_pos[:, None] - k_pos[None, :]).abs().float()  # (Tq, Tk)
+        dist = (q_pos[:, None] - k_pos[None, :]).abs().to(self.r1.dtype)  # (Tq, Tk)
         r1, r2 = self.r1.clamp(min=EPS)[:, None, None], self.r2.clamp(EPS, 2.0)[:, None, None]
         return -r1 * dist.pow(r2)  # (H, Tq, Tk)

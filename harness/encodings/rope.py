@@ -1,5 +1,7 @@
 """RoPE (Su et al. 2021, reference-notes 000-004): rotate q and k by position; any base, layout, partial
 rotary, and the HF rope_types for context extension (PI, NTK, dynamic NTK, YaRN, Llama 3, LongRoPE)."""
+import torch
+
 from harness.encodings._base import Encoding
 from harness.rope import LAYOUTS, apply_rotary, frequencies, rotary_table
 
@@ -25,12 +27,13 @@ class Rope(Encoding):
         return frequencies(self.rope_type, self.head_dim, self.base, seq_len,
                            partial_rotary_factor=self.partial_rotary_factor, **self.scaling)
 
-    def table(self, pos):
-        """cos, sin (T, R/2) for positions pos (T,)."""
+    def table(self, pos, dtype=torch.float32):
+        """cos, sin (T, R/2) for positions pos (T,): phase in fp32 (as HF), or fp64 for fp64 inputs."""
         inv_freq, attention_factor = self.frequencies(int(pos.max()) + 1 if pos.numel() else None)
-        return rotary_table(inv_freq.to(pos.device), pos, attention_factor)
+        work = torch.promote_types(inv_freq.dtype, dtype)
+        return rotary_table(inv_freq.to(pos.device, work), pos, attention_factor, dtype=work)
 
     def rotate(self, q, k, pos):
-        cos, sin = self.table(pos)
+        cos, sin = self.table(pos, q.dtype)
         return (apply_rotary(q, cos, sin, self.layout, self.impl),
                 apply_rotary(k, cos, sin, self.layout, self.impl))

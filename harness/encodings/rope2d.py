@@ -29,8 +29,8 @@ class Rope2D(Encoding):
         """cos, sin (T, D/2): the first D/4 pairs carry the row phase, the rest the column phase."""
         row = torch.div(pos, self.width, rounding_mode="floor")
         col = pos - row * self.width
-        cr, sr = rotary_table(self.inv_freq, row)
-        cc, sc = rotary_table(self.inv_freq, col)
+        cr, sr = rotary_table(self.inv_freq, row, dtype=self.inv_freq.dtype)
+        cc, sc = rotary_table(self.inv_freq, col, dtype=self.inv_freq.dtype)
         return torch.cat((cr, cc), dim=-1), torch.cat((sr, sc), dim=-1)
 
     def rotate(self, q, k, pos):

@@ -22,8 +22,8 @@ class XPos(Encoding):
         self.register_buffer("zeta", zeta, persistent=False)  # (D/2,)
 
     def rotate(self, q, k, pos):
-        cos, sin = rotary_table(self.inv_freq, pos)  # (T, D/2)
-        centred = (pos - pos.numel() // 2).float()
+        cos, sin = rotary_table(self.inv_freq, pos, dtype=self.inv_freq.dtype)  # (T, D/2)
+        centred = (pos - pos.numel() // 2).to(self.zeta.dtype)
         scale = self.zeta ** (centred[:, None] / self.scale_base)  # (T, D/2)
         q = apply_rotary(q, cos * scale, sin * scale, self.layout, self.impl)
         k = apply_rotary(k, cos / scale, sin / scale, self.layout, self.impl)

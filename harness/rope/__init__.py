@@ -13,7 +13,7 @@ def decay_curve(head_dim, base, distances):
 
     distances: (N,) relative distances m; returns (N,) float64. At m = 0 it is (head_dim/2 + 1)/2.
     """
-    theta = frequencies("default", head_dim, base)[0].double()  # (d/2,)
+    theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (d/2,), exact in fp64
     m = torch.as_tensor(distances, dtype=torch.float64)
     phase = m[:, None] * theta  # (N, d/2)
     s = torch.polar(torch.ones_like(phase), phase).cumsum(dim=-1)  # S_j for each j

@@ -1,0 +1,115 @@
+"""Registry-driven property tests: every encoding in ENCODINGS gets these for free."""
+import math
+import os
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from harness import encodings
+from harness.config import to_config
+from harness.encodings import ENCODINGS, build
+from harness.model import Transformer, from_config
+
+CONF = os.path.join(os.path.dirname(__file__), "..", "conf")
+DIMS = dict(d_model=64, n_heads=4, head_dim=16)
+NAMES = list(ENCODINGS)
+RELATIVE = [n for n in NAMES if ENCODINGS[n].relative]
+ROTARY = [n for n in NAMES if ENCODINGS[n].rotary]
+
+
+def _rand(*shape, seed=0, dtype=torch.float64):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def logits(enc, q, k, pos):
+    """Pre-softmax attention scores as the model forms them: (R q)(R k)^T / sqrt(D) + bias. (B, H, T, T)"""
+    rq, rk = enc.rotate(q, k, pos)
+    s = rq @ rk.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    b = enc.bias(rq, pos, pos)
+    return s if b is None else s + b
+
+
+def test_yaml_set_equals_registry():
+    yamls = sorted(f[:-5] for f in os.listdir(os.path.join(CONF, "encoding")) if f.endswith(".yaml"))
+    assert yamls == sorted(ENCODINGS)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_yaml_composes_through_hydra_and_builds(name):
+    with initialize_config_dir(config_dir=os.path.abspath(CONF), version_base="1.3"):
+        cfg = to_config(compose("config", overrides=[f"encoding={name}"]))
+    assert cfg.encoding["name"] == name
+    model = from_config(cfg.model, cfg.encoding)
+    assert model.encoding.name == name
+    out = model(torch.randint(0, 256, (2, 24)))
+    assert out.shape == (2, 24, 256) and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", RELATIVE)
+def test_relative_logits_depend_only_on_distance(name):
+    torch.manual_seed(0)
+    enc = build(name, **DIMS).double()
+    T = 48
+    q, k = _rand(2, 4, T, 16), _rand(2, 4, T, 16, seed=1)
+    base = logits(enc, q, k, torch.arange(T))
+    for offset in (1, 37, 1000, 4000):
+        shifted = logits(enc, q, k, torch.arange(T) + offset * enc.shift_unit)
+        torch.testing.assert_close(shifted, base, rtol=1e-9, atol=1e-9, msg=f"{name} offset {offset}")
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in RELATIVE])
+def test_absolute_encodings_are_not_relative(name):
+    # the test above must be able to fail: these change logits under a shift (FIRE once i > L = 512)
+    torch.manual_seed(0)
+    enc = build(name, **DIMS).double()
+    x = _rand(1, 24, 64)
+    pos = torch.arange(24)
+    a, b = enc.embed(x, pos), enc.embed(x, pos + 600)
+    qa = a.view(1, 24, 4, 16).transpose(1, 2)
+    qb = b.view(1, 24, 4, 16).transpose(1, 2)
+    la, lb = logits(enc, qa, qa, pos), logits(enc, qb, qb, pos + 600)
+    assert (la - lb).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("name", ROTARY)
+def test_rotary_preserves_norms(name):
+    enc = build(name, **DIMS).double()
+    q, k = _rand(2, 4, 100, 16), _rand(2, 4, 100, 16, seed=1)
+    rq, rk = enc.rotate(q, k, torch.arange(100) * 97)
+    torch.testing.assert_close(rq.norm(dim=-1), q.norm(dim=-1), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(rk.norm(dim=-1), k.norm(dim=-1), rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(rq, q)  # and it does rotate
+
+
+def _model(name, attention):
+    torch.manual_seed(0)
+    enc = build(name, **DIMS)
+    return Transformer(encoding=enc, n_layers=2, attention=attention, **DIMS).eval()
+
+
+@pytest.mark.parametrize("attention", ["softmax", "linear"])
+@pytest.mark.parametrize("name", NAMES)
+def test_causality(name, attention):
+    if attention == "linear" and ENCODINGS[name](**{k: v for k, v in DIMS.items()
+                                                    if k in encodings.parameters(name)}).has_bias:
+        with pytest.raises(ValueError, match="linear attention cannot take"):
+            _model(name, attention)
+        return
+    model = _model(name, attention)
+    idx = torch.randint(0, 256, (2, 40), generator=torch.Generator().manual_seed(0))
+    t = 23
+    changed = idx.clone()
+    changed[:, t + 1:] = torch.randint(0, 256, (2, 40 - t - 1), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        a, b = model(idx), model(changed)
+    torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1], rtol=0, atol=1e-6)
+    assert (a[:, t + 1:] - b[:, t + 1:]).abs().max() > 1e-4  # later positions do see the change
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gradients_reach_every_parameter(name):
+    model = _model(name, "softmax").train()
+    model(torch.randint(0, 256, (2, 16))).logsumexp(-1).mean().backward()
+    for pname, p in model.encoding.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), f"{name}.{pname} got no gradient"
