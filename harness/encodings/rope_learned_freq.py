@@ -15,4 +15,4 @@ class RopeLearnedFreq(Rope):
 
     def frequencies(self, seq_len):
         theta, attention_factor = super().frequencies(seq_len)
-        return theta.to(self.log_scale.device) * self.log_scale.exp(), attention_factor
+        return theta.to(self.log_scale) * self.log_scale.exp(), attention_factor

@@ -21,4 +21,5 @@ class RopeRF(Rope):
     def frequencies(self, seq_len):
         theta, attention_factor = super().frequencies(seq_len)
         phi = self.alpha / self.base ** self.rho
-        return phi + (1 - self.alpha) * theta.to(self.alpha.device), attention_factor
+        # to alpha's dtype explicitly: a 0-dim alpha does not promote a 1-dim theta (torch promotion rules)
+        return phi + (1 - self.alpha) * theta.to(self.alpha), attention_factor
