@@ -1,0 +1,145 @@
+"""Precision pipelines for RoPE: in which dtype each stage of the rotary maths is held or computed.
+
+A pipeline names six dtypes (conf/precision/<name>.yaml): the positions, inv_freq, the phase
+pos x inv_freq, the cos/sin table, the rotation, and the activations q/k entering and leaving it.
+The presets model real code paths: gpt-neox #1003 (fp16 tables), HF transformers #29285 (autocast ran
+the phase matmul in bf16), Modalities #462 (inv_freq cast to bf16), transformers #48450 (TF32 phase).
+Everything here runs with autocast disabled: a pipeline states its dtypes, autocast must not change them.
+"""
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import yaml
+
+from harness.rope import apply_rotary, frequencies
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "precision"
+DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
+          "bf16": torch.bfloat16, "fp16": torch.float16}
+STAGES = ("positions", "inv_freq", "phase", "table", "rotation", "activations")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The dtype name of each stage; `tf32` is a matmul input format, so only `phase` may take it."""
+
+    name: str
+    positions: str = "fp32"
+    inv_freq: str = "fp32"
+    phase: str = "fp32"
+    table: str = "fp32"
+    rotation: str = "fp32"
+    activations: str = "fp32"
+
+    def __post_init__(self):
+        for stage in STAGES:
+            value = getattr(self, stage)
+            allowed = list(DTYPES) if stage == "phase" else [d for d in DTYPES if d != "tf32"]
+            if value not in allowed:
+                raise ValueError(f"pipeline {self.name!r}: unknown {stage} dtype {value!r}; expected one of {allowed}")
+
+    def dtypes(self):
+        """The stage -> dtype-name mapping (what goes into a row's params)."""
+        return {k: v for k, v in asdict(self).items() if k != "name"}
+
+
+def pipeline_names():
+    """Names of the shipped presets: the YAML files in conf/precision/."""
+    return sorted(p.stem for p in CONF_DIR.glob("*.yaml"))
+
+
+def load_pipeline(name):
+    """Read preset `name` from conf/precision/<name>.yaml (values only; behaviour lives here)."""
+    names = pipeline_names()
+    if name not in names:
+        raise ValueError(f"unknown precision pipeline {name!r}; expected one of {names}")
+    values = yaml.safe_load((CONF_DIR / f"{name}.yaml").read_text())
+    if values.get("name", name) != name:
+        raise ValueError(f"conf/precision/{name}.yaml says name: {values['name']!r}; it must be {name!r}")
+    unknown = sorted(set(values) - {"name", *STAGES})
+    if unknown:
+        raise ValueError(f"conf/precision/{name}.yaml has unknown keys {unknown}; expected {['name', *STAGES]}")
+    return Pipeline(**{**values, "name": name})
+
+
+def resolve(pipeline):
+    """A Pipeline from a Pipeline or a preset name."""
+    return pipeline if isinstance(pipeline, Pipeline) else load_pipeline(pipeline)
+
+
+def round_tf32(x):
+    """fp32 -> fp32 carrying only TF32's 10 explicit mantissa bits, round-to-nearest-even.
+
+    Why: a TF32 tensor-core GEMM reads fp32 operands at 10-bit mantissa (11 significant bits), so
+    integers above 2048 are no longer exact; HF computes the phase as a matmul, which is how TF32
+    rounds positions above 2048 (transformers #48450). Hardware conversion modes differ (PTX
+    cvt.rna.tf32.f32 rounds ties away from zero, raw fp32 fed to tensor cores may be truncated); they
+    differ from round-to-nearest-even by at most one TF32 ulp, on ties only for cvt.rna.
+    """
+    bits = x.to(torch.float32).contiguous().view(torch.int32)
+    lsb = (bits >> 13) & 1  # the last kept mantissa bit decides ties (even)
+    bits = (bits + 0x0FFF + lsb) & ~0x1FFF  # add half an ulp (minus one on even ties), clear 13 bits
+    return bits.view(torch.float32)
+
+
+def inv_freq_fp64(head_dim, base):
+    """The exact reference theta_j = base^(-2j/d) (RoFormer eq. 15), computed in fp64, shape (d/2,)."""
+    return base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+
+
+def _inv_freq(p, head_dim, base):
+    if p.inv_freq == "fp64":
+        return inv_freq_fp64(head_dim, base)
+    # the fp32 inv_freq the model really holds (HF semantics), then cast as the pipeline says:
+    # Modalities #462 did inv_freq.to(x.dtype), gpt-neox #1003 got it from model.half()
+    return frequencies("default", head_dim, base)[0].to(DTYPES[p.inv_freq])
+
+
+def table(pipeline, positions, head_dim, base=10000.0):
+    """cos, sin (T, d/2) in the pipeline's table dtype for integer positions (T,)."""
+    p = resolve(pipeline)
+    pos = torch.as_tensor(positions, dtype=torch.int64)
+    with torch.autocast(device_type=pos.device.type, enabled=False):
+        held = pos.to(DTYPES[p.positions])  # (T,); fp16 holds integers exactly only to 2048, bf16 to 256
+        inv = _inv_freq(p, head_dim, base)  # (d/2,)
+        if p.phase == "tf32":
+            a, b = round_tf32(held), round_tf32(inv)
+        else:
+            a, b = held.to(DTYPES[p.phase]), inv.to(DTYPES[p.phase])
+        # the outer product as a (T,1) @ (1,d/2) matmul, as HF does: one product, one rounding into the
+        # phase dtype (for tf32 the product of two 11-bit significands is exact in fp32)
+        phase = a[:, None] @ b[None, :]  # (T, d/2)
+        # trig in fp32 (fp64 for an fp64 phase): what CUDA/CPU kernels do for half inputs, then one rounding
+        trig = phase.to(torch.float64 if p.phase == "fp64" else torch.float32)
+        out = DTYPES[p.table]
+        return trig.cos().to(out), trig.sin().to(out)
+
+
+def rotate(pipeline, x, cos, sin, layout="half", impl="eager"):
+    """Rotate x (..., T, D) by the table: x cast to activations, rotated in the rotation dtype, cast back."""
+    p = resolve(pipeline)
+    act, rot = DTYPES[p.activations], DTYPES[p.rotation]
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        y = apply_rotary(x.to(act).to(rot), cos.to(rot), sin.to(rot), layout, impl)  # (..., T, D)
+        return y.to(act)
+
+
+def wrap(angle):
+    """Angle difference wrapped into [-pi, pi)."""
+    return torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
+
+
+def phase_error(pipeline, head_dim, base, positions):
+    """Per position (T,): max over frequency pairs of |wrapped phase error| in radians against fp64.
+
+    The phase is read back from the stored table, atan2(sin, cos), so it is the angle the rotation
+    really applies: it includes the table's own rounding (about 2.8e-3 rad for a bf16 table, Modalities
+    #462). Non-finite tables (fp16 positions past 65504) give NaN.
+    """
+    pos = torch.as_tensor(positions, dtype=torch.int64)
+    cos, sin = table(pipeline, pos, head_dim, base)  # (T, d/2)
+    got = torch.atan2(sin.double(), cos.double())
+    ref = pos.double()[:, None] * inv_freq_fp64(head_dim, base)[None, :]  # (T, d/2)
+    return wrap(got - ref).abs().amax(dim=-1)
