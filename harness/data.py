@@ -204,7 +204,12 @@ def eval_windows(tokens: torch.Tensor, seq_len: int, *, protocol: str = "nonover
     if seq_len < 1 or n_targets < seq_len:
         raise ValueError(f"eval_windows: {tokens.numel()} tokens are too few for seq_len {seq_len}; "
                          f"need at least {seq_len + 1}")
-    budget = n_targets if max_tokens is None else min(max_tokens, n_targets)
+    return _windows(tokens, seq_len, stride, n_targets if max_tokens is None else min(max_tokens, n_targets))
+
+
+def _windows(tokens, seq_len, stride, budget):
+    """The window loop of eval_windows (a generator, so that eval_windows validates eagerly)."""
+    n_targets = tokens.numel() - 1
     scored, end = 0, 0  # targets [0, end) are scored
     while scored < budget:
         new_end = seq_len if end == 0 else min(end + stride, n_targets)
