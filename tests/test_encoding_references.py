@@ -11,6 +11,7 @@ from harness.encodings import build
 from harness.encodings.alibi import slopes
 from harness.encodings.sinusoidal import table as sinusoidal_table
 from harness.encodings.t5 import relative_position_bucket
+from harness.rope import frequencies
 
 
 def paper_alibi_slopes(n):
@@ -173,8 +174,7 @@ def test_rope_rf_identity_of_notes_000_section_4_5():
     alpha, rho, d = 0.3, 0.4, 16
     enc = build("rope_rf", head_dim=d, alpha_init=alpha, rho=rho, layout="interleaved").double()
     q, k = torch.randn(d, dtype=torch.float64), torch.randn(d, dtype=torch.float64)
-    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    theta = theta.float().double()  # the encoding's theta_j are float32 values (as HF's)
+    theta = frequencies("default", d, 10000.0)[0].double()  # the identity holds for any theta_j; use RoPE's
     alpha = enc.alpha.item()  # 0.3 as stored (a float32 parameter, then cast to float64)
     phi = alpha / 10000.0 ** rho
     zq, zk = torch.complex(q[0::2], q[1::2]), torch.complex(k[0::2], k[1::2])
