@@ -1,0 +1,192 @@
+"""Synthetic length-generalization tasks, byte-level and deterministic given a torch.Generator.
+
+Every task is `fn(n, length, generator, **params) -> Batch`. A task builds n byte sequences of length T+1
+(T = `length`): [PAD]* prompt SEP answer; x = seq[:T], y = seq[1:] (next-byte targets), `mask` marks the
+answer targets. Loss may be taken on every target (the prompt is random, so it only teaches the byte
+statistics; PADs are trivial) or on `mask` only; accuracy is always on `mask` only. Markers are control
+bytes (PAD 0, SEP 1, KEY 2), content is letters a-z, digits 0-9 or filler text without digits, so no
+marker can be mistaken for content. Left padding keeps the answer at the end of the sequence."""
+import inspect
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional
+
+import torch
+
+PAD, SEP, KEY = 0, 1, 2
+LETTERS, DIGITS = 26, 10
+A, ZERO = ord("a"), ord("0")
+# Passkey filler of Landmark Attention (Mohtashami & Jaggi 2023, the passkey-retrieval test RULER reuses)
+LANDMARK_FILLER = b"The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
+KEY_DIGITS = 5
+
+
+@dataclass
+class Batch:
+    """x, y (n, T) int64; mask (n, T) bool answer targets; pos (T,) int64 positions to feed the model."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    mask: torch.Tensor
+    pos: torch.Tensor
+
+    def to(self, device) -> "Batch":
+        return Batch(*(t.to(device) for t in (self.x, self.y, self.mask, self.pos)))
+
+
+def _need(task: str, length: int, minimum: int):
+    if length < minimum:
+        raise ValueError(f"task {task!r} needs length >= {minimum}; got {length}")
+
+
+def _letters(n: int, k: int, g: torch.Generator) -> torch.Tensor:
+    return torch.randint(A, A + LETTERS, (n, k), generator=g)  # (n, k)
+
+
+def _pack(prompt: torch.Tensor, answer: torch.Tensor, length: int, pos: Optional[torch.Tensor] = None) -> Batch:
+    """[PAD]* prompt SEP answer -> Batch; prompt (n, P), answer (n, K) with P + 1 + K <= length + 1."""
+    n, K = answer.shape
+    pad = length + 1 - prompt.shape[1] - 1 - K
+    assert pad >= 0, "task computed a problem size that does not fit its length"
+    seq = torch.cat([torch.full((n, pad), PAD), prompt, torch.full((n, 1), SEP), answer], dim=1)  # (n, T+1)
+    mask = torch.zeros(n, length, dtype=torch.bool)
+    mask[:, length - K:] = True  # y[:, t] = seq[:, t+1]: the last K targets are the answer
+    pos = torch.arange(length) if pos is None else pos
+    return Batch(x=seq[:, :-1].long(), y=seq[:, 1:].long(), mask=mask, pos=pos.long())
+
+
+def copy(n: int, length: int, generator: torch.Generator) -> Batch:
+    """k random letters, SEP, the same k letters; k = length // 2."""
+    _need("copy", length, 4)
+    s = _letters(n, length // 2, generator)
+    return _pack(s, s, length)
+
+
+def reverse(n: int, length: int, generator: torch.Generator) -> Batch:
+    """k random letters, SEP, the k letters reversed; k = length // 2."""
+    _need("reverse", length, 4)
+    s = _letters(n, length // 2, generator)
+    return _pack(s, s.flip(1), length)
+
+
+def kv_recall(n: int, length: int, generator: torch.Generator, *, key_len: int = 2) -> Batch:
+    """Associative recall (Ba et al. 2016; Zoology's MQAR, Arora et al. 2023, with one query):
+    p pairs `key value` (key: key_len distinct-per-sequence letters, value: 2 digits), then the query key,
+    SEP, and its value. p = (length - 2 - key_len) // (key_len + 2) fills the length."""
+    if key_len < 1:
+        raise ValueError(f"kv_recall key_len must be >= 1; got {key_len}")
+    pair = key_len + 2
+    p = (length - 2 - key_len) // pair  # T + 1 = PADs + p * pair + key_len + 1 + 2
+    _need("kv_recall", length, 2 * pair + 2 + key_len)
+    if p > LETTERS ** key_len:
+        raise ValueError(f"kv_recall with key_len={key_len} has {LETTERS ** key_len} distinct keys; length "
+                         f"{length} needs {p}: use length < {(LETTERS ** key_len + 1) * pair + 2 + key_len} or a larger key_len")
+    # p distinct key ids per sequence: the first p of a random permutation (argsort of uniform noise)
+    ids = torch.rand(n, LETTERS ** key_len, generator=generator).argsort(dim=1)[:, :p]  # (n, p)
+    keys = torch.stack([(ids // LETTERS ** i) % LETTERS for i in reversed(range(key_len))], dim=-1) + A  # (n, p, key_len)
+    values = torch.randint(ZERO, ZERO + DIGITS, (n, p, 2), generator=generator)  # (n, p, 2)
+    q = torch.randint(0, p, (n,), generator=generator)  # (n,) which pair is queried
+    rows = torch.arange(n)
+    prompt = torch.cat([torch.cat([keys, values], dim=-1).reshape(n, p * pair), keys[rows, q]], dim=1)
+    return _pack(prompt, values[rows, q], length)
+
+
+def passkey(n: int, length: int, generator: torch.Generator, *, depth: Optional[float] = None,
+            filler: str = "landmark") -> Batch:
+    """Passkey retrieval (Mohtashami & Jaggi 2023; RULER, Hsieh et al. 2024): filler text with
+    `KEY ddddd` at relative depth `depth` of the filler (None: uniform per sequence, for training),
+    then SEP and the 5 digits. filler: 'landmark' (the paper's repeated sentences) or 'kjv' (a random
+    contiguous slice of the kjv corpus per sequence; it has no digits)."""
+    if filler not in FILLERS:
+        raise ValueError(f"unknown passkey filler {filler!r}; expected one of {list(FILLERS)}")
+    if depth is not None and not 0.0 <= depth <= 1.0:
+        raise ValueError(f"passkey depth must be in [0, 1] or None; got {depth}")
+    _need("passkey", length, 2 * KEY_DIGITS + 4)
+    f = length - 2 * KEY_DIGITS - 1  # filler bytes: T + 1 = f + (1 + 5) + 1 + 5
+    text = FILLERS[filler](n, f, generator)  # (n, f)
+    d = torch.rand(n, generator=generator) if depth is None else torch.full((n,), float(depth))
+    at = (d * f).round().long()  # (n,) filler bytes before the key
+    digits = torch.randint(ZERO, ZERO + DIGITS, (n, KEY_DIGITS), generator=generator)
+    block = torch.cat([torch.full((n, 1), KEY), digits], dim=1)  # (n, 6)
+    prompt = torch.stack([torch.cat([text[i, :at[i]], block[i], text[i, at[i]:]]) for i in range(n)])
+    return _pack(prompt, digits, length)
+
+
+def _landmark_filler(n: int, f: int, generator: torch.Generator) -> torch.Tensor:
+    reps = -(-f // len(LANDMARK_FILLER))
+    return torch.tensor(list(LANDMARK_FILLER * reps)[:f]).expand(n, f)
+
+
+def _kjv_filler(n: int, f: int, generator: torch.Generator) -> torch.Tensor:
+    from harness.data import load_corpus
+    text = torch.frombuffer(bytearray(load_corpus("kjv").data), dtype=torch.uint8)
+    start = torch.randint(0, text.numel() - f, (n,), generator=generator)
+    return text[start[:, None] + torch.arange(f)].long()  # (n, f)
+
+
+FILLERS: Dict[str, Callable] = {"landmark": _landmark_filler, "kjv": _kjv_filler}
+
+
+def grid_batch(cells: torch.Tensor, cols: int, length: int, *, width: int = 16) -> Batch:
+    """Lay out cells (n, H*cols) row-major as an H x cols grid and ask for its first column.
+
+    Stream: [PAD]* cells SEP a_0 .. a_{H-1} with a_r = cell (r, 0); no row separators. Positions are raster
+    indices p = row * width + col (rope2d reads (p // width, p % width)): PADs in row 0, cell (r, c) at
+    (r + 1, c), and the input that must predict a_r (SEP, then a_{r-1}) at (r + 1, width - 1), the end of
+    the row it asks about. The answer is a fixed 2D offset (0, -(width - 1)) away, but in the byte stream
+    it is cells[r * cols], which depends on cols: unrecoverable from the bytes and positions 0..T-1."""
+    n, hw = cells.shape
+    H = hw // cols
+    if hw != H * cols or not 1 <= cols <= width - 1:
+        raise ValueError(f"grid_batch needs 1 <= cols <= width - 1 = {width - 1} dividing the {hw} cells; got cols={cols}")
+    pad = length - H * (cols + 1)
+    if not 0 <= pad <= width:
+        raise ValueError(f"grid_batch: {H} rows of {cols} cells need length {H * (cols + 1)} (+ up to {width} PADs); got {length}")
+    r, c = torch.arange(hw) // cols, torch.arange(hw) % cols
+    pos = torch.cat([torch.arange(pad), (r + 1) * width + c, (torch.arange(H) + 1) * width + width - 1])  # (T,)
+    return _pack(cells, cells[:, ::cols], length, pos=pos)
+
+
+def grid2d(n: int, length: int, generator: torch.Generator, *, cols: Optional[int] = None,
+           min_cols: int = 2, width: int = 16) -> Batch:
+    """Read the first column of a letter grid whose width `cols` is only visible in the positions.
+
+    cols (one per batch: positions are shared) is drawn from [min_cols, width - 1] unless given; the grid
+    gets H = length // (cols + 1) rows. `width` must equal the rope2d encoding's width."""
+    if not 1 <= min_cols <= width - 1:
+        raise ValueError(f"grid2d min_cols must be in [1, width - 1 = {width - 1}]; got {min_cols}")
+    if cols is None:
+        hi = min(width - 1, length // 2 - 1)  # at least 2 rows
+        _need("grid2d", length, 2 * (min_cols + 1))
+        cols = int(torch.randint(min_cols, hi + 1, (1,), generator=generator))
+    elif not 1 <= cols <= width - 1:
+        raise ValueError(f"grid2d cols must be in [1, width - 1 = {width - 1}]; got {cols}")
+    _need("grid2d", length, 2 * (cols + 1))
+    H = length // (cols + 1)
+    return grid_batch(_letters(n, H * cols, generator), cols, length, width=width)
+
+
+TASKS: Dict[str, Callable[..., Batch]] = {
+    "copy": copy, "reverse": reverse, "kv_recall": kv_recall, "passkey": passkey, "grid2d": grid2d,
+}
+
+
+def generate(task: str, n: int, length: int, generator: torch.Generator, **params) -> Batch:
+    """TASKS[task](n, length, generator, **params), with one clear error for a bad task or parameter."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; expected one of {list(TASKS)}")
+    valid = [p for p in inspect.signature(TASKS[task]).parameters if p not in ("n", "length", "generator")]
+    bad = sorted(set(params) - set(valid))
+    if bad:
+        raise ValueError(f"unknown parameter(s) {bad} for task {task!r}; expected a subset of {valid}")
+    if n < 1:
+        raise ValueError(f"task {task!r} needs n >= 1; got {n}")
+    return TASKS[task](n, length, generator, **params)
+
+
+def accuracy(logits: torch.Tensor, batch: Batch) -> Dict[str, float]:
+    """token_acc over answer targets; seq_acc = fraction of sequences with every answer target right."""
+    right = logits.argmax(dim=-1) == batch.y.to(logits.device)  # (n, T)
+    mask = batch.mask.to(logits.device)
+    return {"token_acc": right[mask].float().mean().item(),
+            "seq_acc": (right | ~mask).all(dim=1).float().mean().item(),
+            "n_answer_tokens": int(mask.sum())}

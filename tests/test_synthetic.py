@@ -1,0 +1,149 @@
+"""Synthetic tasks: determinism, exact answer masks, oracle/chance accuracy, and that grid2d needs 2D positions."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from harness import synthetic as S
+
+LENGTHS = (16, 37, 64, 1024)  # 1024 = 16x a 64-byte training length
+
+
+def _gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def _seq(b):
+    """The full byte sequences (n, T+1) that x and y were cut from."""
+    return torch.cat([b.x[:, :1], b.y], dim=1)
+
+
+@pytest.mark.parametrize("task", list(S.TASKS))
+@pytest.mark.parametrize("length", LENGTHS)
+def test_shapes_shift_and_determinism(task, length):
+    b = S.generate(task, 4, length, _gen(1))
+    assert b.x.shape == b.y.shape == b.mask.shape == (4, length) and b.pos.shape == (length,)
+    assert b.x.dtype == b.y.dtype == b.pos.dtype == torch.int64 and b.mask.dtype == torch.bool
+    assert torch.equal(b.x[:, 1:], b.y[:, :-1])
+    again, other = S.generate(task, 4, length, _gen(1)), S.generate(task, 4, length, _gen(2))
+    assert all(torch.equal(getattr(b, f), getattr(again, f)) for f in ("x", "y", "mask", "pos"))
+    assert not torch.equal(b.y[b.mask], other.y[other.mask])
+
+
+@pytest.mark.parametrize("task", list(S.TASKS))
+@pytest.mark.parametrize("length", LENGTHS)
+def test_mask_is_exactly_the_bytes_after_the_only_sep(task, length):
+    b = S.generate(task, 4, length, _gen(3))
+    seq = _seq(b)
+    assert ((seq == S.SEP).sum(dim=1) == 1).all()
+    after_sep = (seq == S.SEP).long().cumsum(dim=1).bool() & (seq != S.SEP)  # (n, T+1)
+    assert torch.equal(b.mask, after_sep[:, 1:])
+    # markers are control bytes, answers are letters or digits: the byte ranges never overlap
+    answers = b.y[b.mask]
+    assert (((answers >= ord("a")) & (answers <= ord("z"))) | ((answers >= ord("0")) & (answers <= ord("9")))).all()
+    assert (b.x[b.x < 32] <= S.KEY).all()
+
+
+def _content(row):
+    return row[row != S.PAD]
+
+
+@pytest.mark.parametrize("length", LENGTHS)
+def test_copy_reverse_kv_passkey_answers(length):
+    for row in _seq(S.generate("copy", 3, length, _gen(0))):
+        c = _content(row).tolist()
+        k = c.index(S.SEP)
+        assert c[k + 1:] == c[:k]
+    for row in _seq(S.generate("reverse", 3, length, _gen(0))):
+        c = _content(row).tolist()
+        k = c.index(S.SEP)
+        assert c[k + 1:] == c[:k][::-1]
+    for row in _seq(S.generate("kv_recall", 3, length, _gen(0))):
+        c = bytes(_content(row).tolist())
+        pairs, rest = c[:len(c) - 5], c[len(c) - 5:]
+        table = {pairs[i:i + 2]: pairs[i + 2:i + 4] for i in range(0, len(pairs), 4)}
+        assert len(table) == len(pairs) // 4  # distinct keys
+        assert rest[2] == S.SEP and table[rest[:2]] == rest[3:]
+    for row in _seq(S.generate("passkey", 3, length, _gen(0))):
+        c = bytes(row.tolist())
+        at = c.index(bytes([S.KEY]))
+        assert c[at + 1:at + 6] == c[-5:] and c[-6] == S.SEP and c[-5:].isdigit()
+
+
+@pytest.mark.parametrize("filler", list(S.FILLERS))
+def test_passkey_depth_places_the_key(filler):
+    L = 200
+    f = L - 11  # filler bytes
+    for depth, want in ((0.0, 0), (0.5, round(0.5 * f)), (1.0, f)):
+        b = S.generate("passkey", 2, L, _gen(0), depth=depth, filler=filler)
+        assert ((_seq(b) == S.KEY).nonzero()[:, 1] == want).all()
+        prompt = _seq(b)[:, :-6]
+        assert (((prompt >= ord("0")) & (prompt <= ord("9"))).sum(dim=1) == 5).all()  # no digits but the key's
+    assert torch.equal(S.generate("passkey", 2, L, _gen(5), filler=filler).x,
+                       S.generate("passkey", 2, L, _gen(5), filler=filler).x)
+
+
+@pytest.mark.parametrize("task", list(S.TASKS))
+def test_oracle_scores_one_and_random_scores_chance(task):
+    b = S.generate(task, 64, 128, _gen(4))
+    oracle = F.one_hot(b.y, 256).float()  # (n, T, V)
+    assert S.accuracy(oracle, b)["token_acc"] == S.accuracy(oracle, b)["seq_acc"] == 1.0
+    wrong = oracle.clone()
+    wrong[0, b.mask[0].nonzero()[0, 0], :] = torch.arange(256.0) == 255  # one answer byte wrong
+    acc = S.accuracy(wrong, b)
+    assert acc["seq_acc"] == pytest.approx(63 / 64) and acc["token_acc"] < 1.0
+    rand = S.accuracy(torch.randn(64, 128, 256, generator=_gen(9)), b)
+    assert acc["n_answer_tokens"] == int(b.mask.sum())
+    assert rand["token_acc"] < 0.03 and rand["seq_acc"] < 0.03  # chance is 1/256
+
+
+def _answer_from_grid_positions(b, width=16):
+    """Solve grid2d from x and pos alone: the input at (row, width-1) asks for the byte at (row, 0)."""
+    where = {int(p): t for t, p in enumerate(b.pos)}
+    cols = [where[int(b.pos[t]) // width * width] for t in b.mask[0].nonzero().flatten()]
+    return b.x[:, cols]  # (n, H)
+
+
+@pytest.mark.parametrize("length", LENGTHS)
+def test_grid2d_is_solved_by_grid_positions(length):
+    for seed in range(3):
+        b = S.generate("grid2d", 4, length, _gen(seed))
+        assert torch.equal(_answer_from_grid_positions(b), b.y[b.mask].view(4, -1))
+
+
+def test_grid2d_answer_is_not_a_function_of_bytes_and_sequential_positions():
+    cells = torch.tensor([list(b"abcdefghijkl")])  # the same 12 letters, as a 4x3 or a 3x4 grid
+    narrow, wide = S.grid_batch(cells, 3, 16), S.grid_batch(cells, 4, 15)
+    n_prompt = 13  # cells + SEP: everything before the first answer byte
+    assert torch.equal(narrow.x[:, :n_prompt], wide.x[:, :n_prompt])  # identical byte streams
+    assert bytes(narrow.y[narrow.mask].tolist()) == b"adgj" and bytes(wide.y[wide.mask].tolist()) == b"aei"
+    # the second answer byte is predicted from the same bytes at the same sequential positions, yet differs;
+    # only the grid positions tell the two apart
+    assert not torch.equal(narrow.pos[:n_prompt], wide.pos[:n_prompt])
+    assert torch.equal(_answer_from_grid_positions(narrow), narrow.y[narrow.mask][None])
+    assert torch.equal(_answer_from_grid_positions(wide), wide.y[wide.mask][None])
+
+
+def test_grid2d_varies_width_across_batches():
+    cols = [int((S.generate("grid2d", 1, 256, _gen(s)).pos // 16 == 1).sum()) - 1 for s in range(30)]  # row 1
+    assert len(set(cols)) > 5 and min(cols) >= 2 and max(cols) <= 15
+
+
+@pytest.mark.parametrize("task, kw, msg", [
+    ("cpy", {}, r"unknown task 'cpy'; expected one of \['copy', 'reverse', 'kv_recall', 'passkey', 'grid2d'\]"),
+    ("copy", {"depth": 0.5}, r"unknown parameter\(s\) \['depth'\] for task 'copy'; expected a subset of \[\]"),
+    ("passkey", {"dept": 0.5}, r"expected a subset of \['depth', 'filler'\]"),
+    ("passkey", {"depth": 1.5}, r"depth must be in \[0, 1\]"),
+    ("passkey", {"filler": "lorem"}, r"expected one of \['landmark', 'kjv'\]"),
+    ("grid2d", {"cols": 16}, r"cols must be in \[1, width - 1 = 15\]"),
+])
+def test_bad_task_or_parameter(task, kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        S.generate(task, 2, 64, _gen(0), **kw)
+
+
+@pytest.mark.parametrize("task, minimum", [("copy", 4), ("reverse", 4), ("kv_recall", 12), ("passkey", 14),
+                                           ("grid2d", 6)])
+def test_too_short_names_the_minimum(task, minimum):
+    with pytest.raises(ValueError, match=f"needs length >= {minimum}; got {minimum - 1}"):
+        S.generate(task, 2, minimum - 1, _gen(0))
+    assert S.generate(task, 2, minimum, _gen(0)).mask.any()
