@@ -1,0 +1,136 @@
+"""Front end shared by the fused kernels (`cpu`, `triton`): shapes, outputs, autograd, lazy registration.
+
+A backend is `launch(xs, outs, cos, sin, *, interleaved, sign)`: for each pair (x, out) it writes the
+rotation of x into out (out may be x: in place). x, out are (B, H, T, D) with any strides (no
+`.contiguous()` copies); cos, sin are (T, R/2) in the math dtype (fp32; fp64 for fp64 x), any T stride
+(0 = one position broadcast); sign = -1 rotates by -phase, which is the backward (R(-t) = R(t)^T).
+The triton backend handles q and k in one launch; `xs` holds one or two tensors.
+
+Aliasing: out-of-place by default (the caller's tensors are never written); `inplace=True` overwrites
+q and k and returns them (autograd marks them dirty). Gradients w.r.t. the table (learned frequencies,
+rope_learned_freq) are not in the kernels: a table that requires grad goes through `eager`.
+Nothing here imports triton or compiles: backends load at first call.
+"""
+import importlib
+import importlib.util
+
+import torch
+
+LAYOUTS = ("half", "interleaved")
+BACKENDS = {"cpu": "harness.rope.cpu", "triton": "harness.rope.triton_rope"}
+
+
+def _backend(name):
+    return importlib.import_module(BACKENDS[name]).launch
+
+
+def _as4d(t):
+    """(..., T, D) -> a (B, H, T, D) view (never a copy)."""
+    if t.dim() < 2:
+        raise ValueError(f"rope input must be (..., T, D), got shape {tuple(t.shape)}")
+    if t.dim() <= 4:
+        return t.view((1,) * (4 - t.dim()) + tuple(t.shape))
+    try:
+        return t.view(-1, *t.shape[-3:])
+    except RuntimeError:
+        raise ValueError(f"fused rope kernels need the leading dims of a >4-d input to merge without a "
+                         f"copy; got shape {tuple(t.shape)} strides {t.stride()}; use impl='eager'") from None
+
+
+def table(cos, t, math_dtype):
+    """cos/sin (T, R/2), (1, R/2), (R/2,) or with leading 1s -> a (T, R/2) view in math_dtype."""
+    lead = cos.shape[:-2]
+    if any(n != 1 for n in lead):
+        raise ValueError(f"fused rope kernels take a table broadcastable to (T, R/2); got {tuple(cos.shape)} "
+                         f"(per-batch positions); use impl='eager'")
+    c = cos.reshape(cos.shape[-2:]) if cos.dim() >= 2 else cos[None]
+    if c.shape[0] not in (1, t):
+        raise ValueError(f"rope table has {c.shape[0]} positions but the input has T={t}")
+    c = c.to(math_dtype).expand(t, c.shape[-1])
+    return c if c.stride(-1) == 1 else c.contiguous()  # the table is small; q/k are never copied
+
+
+class _Rotate(torch.autograd.Function):
+    """outs = R(sign * phase) xs; backward applies R(-sign * phase) with the same kernel."""
+
+    @staticmethod
+    def forward(ctx, launch, interleaved, sign, inplace, cos, sin, *xs):
+        outs = xs if inplace else tuple(torch.empty_like(x) if x.dim() <= 4 else torch.empty(
+            x.shape, dtype=x.dtype, device=x.device) for x in xs)
+        launch(tuple(map(_as4d, xs)), tuple(map(_as4d, outs)), cos, sin, interleaved=interleaved, sign=sign)
+        if inplace:
+            ctx.mark_dirty(*xs)
+        ctx.launch, ctx.interleaved, ctx.sign = launch, interleaved, sign
+        ctx.save_for_backward(cos, sin)
+        return outs
+
+    @staticmethod
+    def backward(ctx, *grads):
+        cos, sin = ctx.saved_tensors
+        gx = _Rotate.apply(ctx.launch, ctx.interleaved, -ctx.sign, False, cos, sin, *grads)
+        return (None, None, None, None, None, None, *gx)
+
+
+def rotate(backend, xs, cos, sin, layout="half", *, inplace=False):
+    """Rotate each x in xs (..., T, D) by cos/sin with the named backend; returns a tuple like xs."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown rope layout {layout!r}; expected one of {list(LAYOUTS)}")
+    r, d = 2 * cos.shape[-1], xs[0].shape[-1]
+    if r > d or any(x.shape[-1] != d or x.shape[-2] != xs[0].shape[-2] for x in xs):
+        raise ValueError(f"rotary dim {r} vs inputs {[tuple(x.shape) for x in xs]}: need R <= D and equal T, D")
+    if cos.requires_grad or sin.requires_grad:  # table gradients: the eager formula under autograd
+        from harness.rope.apply import eager
+        outs = tuple(eager(x, cos, sin, layout) for x in xs)
+        return tuple(x.copy_(o) for x, o in zip(xs, outs)) if inplace else outs
+    math_dtype = torch.float64 if xs[0].dtype == torch.float64 else torch.float32
+    t = xs[0].shape[-2]
+    c, s = table(cos, t, math_dtype), table(sin, t, math_dtype)
+    return _Rotate.apply(_backend(backend), layout == "interleaved", 1.0, inplace, c, s, *xs)
+
+
+def apply_rotary_qk(q, k, cos, sin, layout="half", *, impl="auto", inplace=False):
+    """Rotate q (B, Hq, T, D) and k (B, Hk, T, D) together (GQA: Hk may be 1); one launch on triton."""
+    from harness.rope.apply import AUTO_ORDER, IMPLS, apply_rotary
+    name = pick(q, cos, sin) if impl in ("auto", "fastest") else impl
+    if name in BACKENDS:
+        return rotate(name, (q, k), cos, sin, layout, inplace=inplace)
+    if inplace:
+        raise ValueError(f"inplace=True needs a fused impl, one of {list(BACKENDS)}; got {impl!r}")
+    if name not in IMPLS:
+        raise ValueError(f"unknown rope impl {impl!r}; expected one of {['auto', *IMPLS]}")
+    return apply_rotary(q, cos, sin, layout, name), apply_rotary(k, cos, sin, layout, name)
+
+
+def pick(x, cos, sin):
+    """The fastest implementation for x's device, as measured by `make bench` (results/baselines):
+    on CPU the C/OpenMP kernel (R ~0.8 vs eager's ~0.1); on CUDA triton when importable; else eager."""
+    if cos.requires_grad or sin.requires_grad or cos.dim() > 2 and any(n != 1 for n in cos.shape[:-2]):
+        return "eager"  # outside what the fused kernels do
+    if x.device.type == "cpu":
+        return "cpu"
+    if x.device.type == "cuda" and importlib.util.find_spec("triton") is not None:
+        return "triton"
+    return "eager"
+
+
+def _kernel(name):
+    def impl(x, cos, sin, layout="half"):
+        return rotate(name, (x,), cos, sin, layout)[0]
+    impl.__name__ = impl.__qualname__ = name
+    impl.__doc__ = f"The fused `{name}` kernel (harness/rope/{BACKENDS[name].rsplit('.', 1)[1]}.py), loaded at first call."
+    return impl
+
+
+def _compiled(x, cos, sin, layout="half"):
+    """torch.compile of the eager formula (harness/rope/compiled.py), compiled at first call."""
+    return importlib.import_module("harness.rope.compiled").compiled(x, cos, sin, layout)
+
+
+def _fastest(x, cos, sin, layout="half"):
+    """Dispatch on x's device to the fastest measured implementation (see `pick`)."""
+    from harness.rope.apply import IMPLS
+    return IMPLS[pick(x, cos, sin)](x, cos, sin, layout)
+
+
+# Registered into apply.IMPLS; `auto` resolves to `fastest`, which decides per call by device.
+KERNELS = {"compiled": _compiled, "cpu": _kernel("cpu"), "triton": _kernel("triton"), "fastest": _fastest}
