@@ -77,8 +77,11 @@ def complex_(x, cos, sin, layout="half"):
 
 
 IMPLS = {"reference": reference, "eager": eager, "complex": complex_}
-# `auto` resolves to the fastest implementation available here; kernels register themselves in IMPLS.
-AUTO_ORDER = ("eager",)
+# Kernels (compiled, cpu, triton) register lazily: nothing is imported or compiled before first call.
+from harness.rope.fused import KERNELS  # noqa: E402  (fused.py imports only torch)
+IMPLS.update(KERNELS)
+# `auto` resolves to `fastest`, which picks per device what `make bench` measured fastest (fused.pick).
+AUTO_ORDER = ("fastest", "eager")
 
 
 def apply_rotary(x, cos, sin, layout="half", impl="eager"):
