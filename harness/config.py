@@ -1,13 +1,30 @@
 """Typed configuration: dataclasses registered in Hydra's ConfigStore. Hydra and OmegaConf stop here;
 the rest of the package receives these dataclasses and plain arguments."""
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from harness import encodings
 from harness.model import ATTENTIONS
+
+PROTOCOLS = ("nonoverlapping", "sliding", "both")
+# HF rope_types that rescale a trained RoPE at evaluation time without retraining (longrope needs
+# searched factors, so it is not one of them).
+EXTENSIONS = ("linear", "ntk", "dynamic", "yarn", "llama3")
+WANDB_MODES = ("offline", "online", "disabled")
+
+
+def _choice(key, value, choices):
+    if value not in choices:
+        raise ValueError(f"unknown {key} {value!r}; expected one of {list(choices)}")
+
+
+def _positive(section, obj, keys):
+    for k in keys:
+        if getattr(obj, k) < 1:
+            raise ValueError(f"{section}.{k} must be >= 1, got {getattr(obj, k)}")
 
 
 @dataclass
@@ -23,14 +40,119 @@ class ModelConfig:
     mlp_ratio: int = 4
 
     def __post_init__(self):
-        if self.attention not in ATTENTIONS:
-            raise ValueError(f"unknown model.attention {self.attention!r}; expected one of {list(ATTENTIONS)}")
-        for k in ("n_layers", "d_model", "n_heads", "mlp_ratio"):
-            if getattr(self, k) < 1:
-                raise ValueError(f"model.{k} must be >= 1, got {getattr(self, k)}")
+        _choice("model.attention", self.attention, ATTENTIONS)
+        _positive("model", self, ("n_layers", "d_model", "n_heads", "mlp_ratio"))
         if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"model.d_model {self.d_model} is not divisible by n_heads {self.n_heads}; "
                              f"set model.head_dim explicitly")
+
+
+@dataclass
+class TaskConfig:
+    """What the model learns. `lm` reads `corpus`; synthetic tasks take `params` (generator kwargs)."""
+
+    name: str = "lm"
+    corpus: str = "kjv"  # lm: kjv | pystdlib | a file or folder path | hf:<name> (cached only)
+    params: Dict[str, Any] = field(default_factory=dict)  # synthetic generator keyword arguments
+    min_len: Optional[int] = None  # synthetic: train lengths drawn from [min_len, train.seq_len]
+    eval_samples: int = 64  # synthetic: sequences per evaluated length (and per passkey depth)
+    depths: List[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])  # passkey
+
+    def __post_init__(self):
+        from harness.tasks import TASK_NAMES  # late: tasks imports data modules
+        _choice("task", self.name, TASK_NAMES)
+        if any(not 0.0 <= d <= 1.0 for d in self.depths):
+            raise ValueError(f"task.depths must lie in [0, 1], got {list(self.depths)}")
+
+
+@dataclass
+class TrainConfig:
+    """AdamW with linear warm-up and cosine decay; the NaN guard stops a diverged run."""
+
+    seq_len: int = 64
+    steps: int = 300
+    batch_size: int = 16
+    lr: float = 3e-3
+    min_lr_frac: float = 0.1
+    warmup: int = 30
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    log_every: int = 10
+    # Randomized positions (Ruoss et al. 2023): each step feeds a sorted random subset of
+    # [0, max_position) shared by the batch. 0 = off (positions 0..T-1).
+    max_position: int = 0
+
+    def __post_init__(self):
+        _positive("train", self, ("seq_len", "steps", "batch_size", "log_every"))
+        if self.lr <= 0:
+            raise ValueError(f"train.lr must be > 0, got {self.lr}")
+        if self.max_position and self.max_position < self.seq_len:
+            raise ValueError(f"train.max_position {self.max_position} must be 0 (off) or >= "
+                             f"train.seq_len {self.seq_len}")
+
+
+@dataclass
+class ExtensionConfig:
+    """RoPE context extension at evaluation time, applied to encodings that take `rope_type`."""
+
+    types: List[str] = field(default_factory=lambda: list(EXTENSIONS))
+    factor: Any = "auto"  # "auto" = eval_len / train_len, or a number >= 1
+    # YaRN counts rotations over the trained context: HF's 32/1 suit 2k-4k contexts; at a train length
+    # of 64 no frequency turns 32 times, so every dimension sits in the interpolated/blended part.
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    low_freq_factor: float = 1.0  # llama3
+    high_freq_factor: float = 4.0  # llama3
+    finetune_steps: int = 0  # > 0: also fine-tune a copy at the eval length before evaluating
+    finetune_lens: List[int] = field(default_factory=list)  # lengths to fine-tune at (default: 4x train)
+
+    def __post_init__(self):
+        for t in self.types:
+            _choice("eval.extension.types entry", t, EXTENSIONS)
+        if self.factor != "auto" and not (isinstance(self.factor, (int, float)) and self.factor >= 1):
+            raise ValueError(f"eval.extension.factor must be 'auto' or a number >= 1, got {self.factor!r}")
+
+
+@dataclass
+class EvalConfig:
+    """Extrapolation: evaluate at `lens` (default multiples x train.seq_len), capped tokens per length."""
+
+    lens: Optional[List[int]] = None
+    multiples: List[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
+    protocol: str = "both"  # nonoverlapping | sliding | both
+    stride: Optional[int] = None  # sliding stride; None = train.seq_len // 2
+    max_tokens: int = 4096  # scored tokens per (length, protocol): keeps CPU eval cheap
+    split: str = "val"
+    batch_size: int = 8
+    extension: ExtensionConfig = field(default_factory=ExtensionConfig)
+    throughput_repeats: int = 5
+    warmup: int = 2
+
+    def __post_init__(self):
+        _choice("eval.protocol", self.protocol, PROTOCOLS)
+        _choice("eval.split", self.split, ("val", "test"))
+        _positive("eval", self, ("max_tokens", "batch_size", "throughput_repeats"))
+        if self.lens is not None and (not self.lens or min(self.lens) < 1):
+            raise ValueError(f"eval.lens must be a non-empty list of lengths >= 1, got {self.lens}")
+
+    def resolved_lens(self, train_len):
+        """The evaluated lengths, sorted."""
+        return sorted(set(self.lens if self.lens is not None else [m * train_len for m in self.multiples]))
+
+    def protocols(self):
+        return ["nonoverlapping", "sliding"] if self.protocol == "both" else [self.protocol]
+
+
+@dataclass
+class WandbConfig:
+    """W&B sink: offline by default (files inside the run dir; `wandb sync` later)."""
+
+    mode: str = "offline"
+    project: str = "pe-harness"
+    entity: Optional[str] = None
+
+    def __post_init__(self):
+        _choice("wandb.mode", self.mode, WANDB_MODES)
 
 
 @dataclass
@@ -39,12 +161,23 @@ class Config:
 
     encoding: Dict[str, Any] = field(default_factory=lambda: {"name": "rope"})
     model: ModelConfig = field(default_factory=ModelConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
     seed: int = 0
+    sweep: str = "single"  # the sweep name written into every row and used as the W&B group
+    device: str = "cpu"
+    threads: int = 0  # torch intra-op threads; 0 = torch's default. Parallel sweeps set 1 per job.
+    out: str = "results"  # root of run dirs (hydra.run.dir / hydra.sweep.dir interpolate it)
+    checkpoint: bool = True
 
     def __post_init__(self):
         name = self.encoding.get("name")
         if name not in encodings.ENCODINGS:
             raise ValueError(f"unknown encoding {name!r}; expected one of {list(encodings.ENCODINGS)}")
+        if not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise ValueError(f"unknown device {self.device!r}; expected cpu or cuda[:N]")
 
 
 def encoding_params(cfg: Config) -> Dict[str, Any]:
@@ -57,4 +190,21 @@ def to_config(cfg) -> Config:
     return OmegaConf.to_object(cfg)
 
 
+def to_dict(cfg: Config) -> Dict[str, Any]:
+    """Config -> plain nested dict (for checkpoints, W&B, and re-running)."""
+    return OmegaConf.to_container(OmegaConf.structured(cfg), resolve=True)
+
+
+def from_dict(d: Dict[str, Any]) -> Config:
+    """Plain dict (from `to_dict` or a checkpoint) -> validated Config."""
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), d))
+
+
+def run_name(override_dirname: str) -> str:
+    """Run dir name from Hydra's override_dirname ('default' when there is none); '/' cannot nest dirs."""
+    return (override_dirname or "default").replace("/", "_")
+
+
 ConfigStore.instance().store(name="base_config", node=Config)
+if not OmegaConf.has_resolver("run_name"):
+    OmegaConf.register_new_resolver("run_name", run_name)

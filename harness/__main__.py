@@ -1,0 +1,126 @@
+"""`python -m harness [overrides]` runs one job; `python -m harness -m sweep=<preset>` runs a sweep.
+
+Hydra and OmegaConf stop here: the job receives a Config dataclass and a run dir. Before Hydra starts,
+the overrides are composed once per sweep value and validated, so a wrong key, type or choice is one
+line on stderr (exit 2) instead of a traceback; multirun also gets a sweep-wide progress bar."""
+import itertools
+import re
+import sys
+import threading
+from pathlib import Path
+
+import hydra
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+from harness import config as config_lib
+from harness import results, runner
+
+CONF = str(Path(__file__).resolve().parent.parent / "conf")
+MULTIRUN_FLAGS = {"-m", "--multirun"}
+
+
+def _one_line(e: BaseException) -> str:
+    """An exception chain as one line (Hydra's multi-line messages joined, whitespace collapsed)."""
+    parts, seen = [], e
+    while seen is not None:
+        text = str(seen).replace("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.", "")
+        parts.append(re.sub(r"\s*\n\s*", "; ", text.strip()).strip("; "))
+        seen = seen.__cause__
+    return " <- ".join(p for p in dict.fromkeys(parts) if p)
+
+
+def _unknown_key_hint(message: str) -> str:
+    """For an unknown key, the valid keys at its parent (the choices the user had)."""
+    m = re.search(r"Key '([^']+)' is not in struct.*?full_key: ([\w.]+)", message, re.S)
+    if not m:
+        return ""
+    parent = m.group(2).rpartition(".")[0]
+    node = OmegaConf.structured(config_lib.Config)
+    node = OmegaConf.select(node, parent) if parent else node
+    keys = list(node.keys()) if OmegaConf.is_dict(node) else []
+    return f"; valid keys{' in ' + parent if parent else ''}: {keys}" if keys else ""
+
+
+def _combinations(overrides, sweeper_params):
+    """Every job's override list (sweeps expanded), like Hydra's basic sweeper."""
+    parser = OverridesParser.create()
+    given = {o.key_or_group: o for o in parser.parse_overrides(overrides)}
+    params = parser.parse_overrides([f"{k}={v}" for k, v in (sweeper_params or {}).items()])
+    merged = {**{o.key_or_group: o for o in params}, **given}
+    axes = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
+            else [o.input_line] for o in merged.values()]
+    return [list(c) for c in itertools.product(*axes)]
+
+
+def validate(argv):
+    """Compose and validate every job of this command line; returns (sweep dir or None, n jobs)."""
+    overrides = [a for a in argv if not a.startswith("-")]
+    multirun = any(a in MULTIRUN_FLAGS for a in argv)
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        parser = OverridesParser.create()
+        first = [o.input_line if not o.is_sweep_override() else
+                 f"{o.get_key_element()}={next(iter(o.sweep_string_iterator()))}"
+                 for o in parser.parse_overrides(overrides)]
+        cfg = compose("config", overrides=first, return_hydra_config=True)
+        jobs = _combinations(overrides, OmegaConf.to_container(cfg.hydra.sweeper.params) if multirun else None)
+        for job in jobs:
+            config_lib.to_config(compose("config", overrides=job))
+        sweep_dir = Path(OmegaConf.select(cfg, "hydra.sweep.dir")) if multirun else None
+    return sweep_dir, len(jobs)
+
+
+def _watch(sweep_dir: Path, total: int, stop: threading.Event):
+    """Sweep-wide progress: counts run dirs under sweep_dir with a final status (ok/diverged/failed)."""
+    bar = tqdm(total=total, desc=f"sweep {sweep_dir.name}", unit="run", position=0, dynamic_ncols=True)
+    while True:
+        stopping = stop.wait(2.0)
+        done = sum(1 for p in sweep_dir.glob(f"*/{results.STATUS}")
+                   if (results.read_status(p.parent) or {}).get("status") in ("ok", "diverged", "failed"))
+        bar.n = min(done, total)
+        bar.refresh()
+        if stopping:
+            break
+    bar.close()
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+def main(cfg):
+    try:
+        c = config_lib.to_config(cfg)
+    except ValueError as e:
+        print(f"harness: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    hc = HydraConfig.get()
+    run_dir = Path(hc.runtime.output_dir)
+    status = runner.run(c, run_dir, run_id=f"{c.sweep}/{run_dir.name}")
+    return status["status"]
+
+
+def cli(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if not any(a in ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c", "--shell-completion") for a in argv):
+        try:
+            sweep_dir, n_jobs = validate(argv)
+        except Exception as e:  # noqa: BLE001 - any composition/validation error is the user's input
+            msg = _one_line(e)
+            print(f"harness: error: {msg}{_unknown_key_hint(msg)}", file=sys.stderr)
+            sys.exit(2)
+        if sweep_dir is not None:
+            stop = threading.Event()
+            watcher = threading.Thread(target=_watch, args=(sweep_dir, n_jobs, stop), daemon=True)
+            watcher.start()
+            try:
+                main()
+            finally:
+                stop.set()
+                watcher.join(timeout=5)
+            return
+    main()
+
+
+if __name__ == "__main__":
+    cli()

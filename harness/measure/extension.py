@@ -1,0 +1,99 @@
+"""RoPE context extension at evaluation time: rescale a trained rotary encoding without retraining.
+
+Applies to every encoding whose constructor takes `rope_type` (the HF rope_scaling mechanism) and that
+was trained with rope_type 'default'; no encoding name is tested here. The trained encoding is swapped
+for the same one built with rope_type = <extension> and HF rope_scaling keys; its state dict is copied
+over (plain RoPE has none, so the swap is exact). Rows keep the trained encoding's name; their params
+JSON gains `extension` and `factor` (and rope_type/scaling are the applied ones), and for fine-tuned variants `finetune_steps` and
+`finetune_len`. Optionally each extension is also fine-tuned briefly at a longer length first
+(PI, Chen et al. 2023: ~1000 steps at the target length; here eval.extension.finetune_steps)."""
+import copy
+import dataclasses
+import inspect
+
+from harness import encodings, train
+from harness.rope import ROPE_INIT_FUNCTIONS
+
+# dynamic NTK already rescales by current_len / original_len; its HF `factor` multiplies that ratio,
+# so 'auto' (= eval_len / train_len) would apply the ratio twice. Its auto factor is therefore 1.
+SELF_SCALING = {"dynamic"}
+
+
+def applies(encoding_dict):
+    """True when the encoding can be rescaled with a rope_type (and was trained without one)."""
+    return ("rope_type" in encodings.parameters(encoding_dict["name"])
+            and encoding_dict.get("rope_type", "default") == "default")
+
+
+def factor_for(rope_type, ext_cfg, eval_len, train_len):
+    """The HF `factor` for this extension at eval_len ('auto' = eval_len / train_len, at least 1)."""
+    if ext_cfg.factor != "auto":
+        return float(ext_cfg.factor)
+    return 1.0 if rope_type in SELF_SCALING else max(1.0, eval_len / train_len)
+
+
+def scaling(rope_type, factor, ext_cfg, train_len):
+    """HF rope_scaling keys this rope_type takes, from the extension config (signature-driven)."""
+    offered = dict(factor=factor, original_max_position_embeddings=train_len,
+                   beta_fast=ext_cfg.beta_fast, beta_slow=ext_cfg.beta_slow,
+                   low_freq_factor=ext_cfg.low_freq_factor, high_freq_factor=ext_cfg.high_freq_factor)
+    takes = inspect.signature(ROPE_INIT_FUNCTIONS[rope_type]).parameters
+    return {k: v for k, v in offered.items() if k in takes}
+
+
+def extended(model, model_cfg, encoding_dict, rope_type, scale):
+    """A shallow copy of model whose shared encoding is rebuilt with rope_type and scaling."""
+    head_dim = model_cfg.head_dim or model_cfg.d_model // model_cfg.n_heads
+    params = {k: v for k, v in encoding_dict.items() if k != "name"}
+    params.update(rope_type=rope_type, scaling=scale)
+    enc = encodings.build(encoding_dict["name"], d_model=model_cfg.d_model, n_heads=model_cfg.n_heads,
+                          head_dim=head_dim, **params)
+    enc.load_state_dict(model.encoding.state_dict())
+    out = copy.copy(model)  # shares the trained blocks; only the encoding attribute differs
+    out._modules = dict(model._modules, encoding=enc.to(next(model.parameters()).device))
+    return out
+
+
+def _eval_at(model, task, cfg, L, device):
+    one = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, lens=[L]))
+    return task.evaluate(model, one, device, progress=False)
+
+
+def rows(model, task, cfg, device, generator, progress=True):
+    """Extension rows for every type x eval length (x fine-tune length when finetune_steps > 0)."""
+    ext, train_len = cfg.eval.extension, cfg.train.seq_len
+    if not applies(cfg.encoding):
+        return []
+    out = []
+    lens = cfg.eval.resolved_lens(train_len)
+    for rope_type in ext.types:
+        for L in lens:
+            f = factor_for(rope_type, ext, L, train_len)
+            scale = scaling(rope_type, f, ext, train_len)
+            m = extended(model, cfg.model, cfg.encoding, rope_type, scale)
+            for r in _eval_at(m, task, cfg, L, device):
+                r["extra_params"].update(extension=rope_type, factor=f, rope_type=rope_type, scaling=scale)
+                out.append(r)
+        if ext.finetune_steps > 0:
+            out += _finetuned(model, task, cfg, rope_type, lens, device, generator, progress)
+    return out
+
+
+def _finetuned(model, task, cfg, rope_type, lens, device, generator, progress):
+    """Fine-tune a copy at each finetune length with the extension applied, then evaluate all lengths."""
+    ext, train_len = cfg.eval.extension, cfg.train.seq_len
+    out = []
+    for FL in ext.finetune_lens or [4 * train_len]:
+        f = factor_for(rope_type, ext, FL, train_len)
+        scale = scaling(rope_type, f, ext, train_len)
+        m = extended(copy.deepcopy(model), cfg.model, cfg.encoding, rope_type, scale)
+        tcfg = dataclasses.replace(cfg.train, seq_len=FL, steps=ext.finetune_steps,
+                                   warmup=max(1, ext.finetune_steps // 10), lr=cfg.train.lr * 0.3)
+        res = train.fit(m, task, tcfg, generator, device, progress, desc=f"finetune {rope_type}@{FL}")
+        for L in lens:
+            for r in _eval_at(m, task, cfg, L, device):
+                r["extra_params"].update(extension=rope_type, factor=f, rope_type=rope_type, scaling=scale,
+                                         finetune_steps=ext.finetune_steps,
+                                         finetune_len=FL, finetune_status=res.status)
+                out.append(r)
+    return out

@@ -1,0 +1,104 @@
+"""Length extrapolation (DESIGN.md §5): train at train_len, evaluate at eval_len in eval.lens.
+
+lm: PPL over the scored tokens of each window and NLL of the scored tokens at window positions
+>= train_len (that cancels the early-token effect: Press et al. 2022, notes 004). Synthetic tasks:
+accuracy vs length; a generator that takes `depth` (passkey) is evaluated over (length x depth),
+with `protocol` = "depth=<d>". A length the encoding cannot represent (learned table) is a NaN row
+whose params carry the reason, never a crash."""
+import inspect
+import math
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+
+def _row(metric, eval_len, protocol, value, unit, **params):
+    return dict(metric=metric, eval_len=int(eval_len), protocol=protocol, value=float(value), unit=unit,
+                extra_params=params)
+
+
+def nan_rows(metrics, eval_len, protocol, reason):
+    """Rows saying 'not measurable at this length' with the reason (an encoding's own error message)."""
+    return [_row(m, eval_len, protocol, math.nan, u, nan_reason=reason) for m, u in metrics]
+
+
+def _batches(windows, batch_size):
+    """Group (x, y, mask) windows of equal length into (B, T) batches."""
+    buf = []
+    for w in windows:
+        buf.append(w)
+        if len(buf) == batch_size:
+            yield tuple(torch.cat(t) for t in zip(*buf))
+            buf = []
+    if buf:
+        yield tuple(torch.cat(t) for t in zip(*buf))
+
+
+@torch.no_grad()
+def lm_nll(model, windows, train_len, batch_size, device):
+    """(mean NLL over scored tokens, mean NLL over scored tokens at positions >= train_len, n scored)."""
+    total, n, beyond, n_beyond = 0.0, 0, 0.0, 0  # n: scored tokens (<= eval.max_tokens)
+    for x, y, mask in _batches(windows, batch_size):
+        x, y, mask = x.to(device), y.to(device), mask.to(device)
+        logits = model(x)  # (B, T, V)
+        nll = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view_as(y)
+        far = mask.clone()
+        far[:, :train_len] = False  # (B, T) scored and beyond the trained length
+        total, n = total + nll[mask].double().sum().item(), n + int(mask.sum())
+        beyond, n_beyond = beyond + nll[far].double().sum().item(), n_beyond + int(far.sum())
+    return total / max(n, 1), (beyond / n_beyond if n_beyond else math.nan), n
+
+
+def lm_rows(model, data, tokens, cfg, device, progress=True):
+    """PPL and beyond-train NLL at every eval length under each protocol."""
+    train_len = cfg.train.seq_len
+    stride = cfg.eval.stride or max(1, train_len // 2)
+    jobs = [(L, p) for L in cfg.eval.resolved_lens(train_len) for p in cfg.eval.protocols()]
+    rows = []
+    for L, protocol in tqdm(jobs, desc="eval", disable=not progress, leave=False):
+        s = min(stride, L) if protocol == "sliding" else None
+        label = f"sliding{s}" if protocol == "sliding" else protocol
+        windows = data.eval_windows(tokens, L, protocol=protocol, stride=s, max_tokens=cfg.eval.max_tokens)
+        try:
+            nll, nll_far, n = lm_nll(model, windows, train_len, cfg.eval.batch_size, device)
+        except ValueError as e:  # the encoding cannot represent this length (its own clear message)
+            rows += nan_rows([("ppl", "ppl"), ("nll_beyond_train", "nats")], L, label, str(e))
+            continue
+        rows.append(_row("ppl", L, label, math.exp(nll), "ppl"))
+        if L > train_len:
+            rows.append(_row("nll_beyond_train", L, label, nll_far, "nats"))
+    return rows
+
+
+@torch.no_grad()
+def _accuracy(model, task, n, L, generator, batch_size, device, **extra):
+    """Mean token and sequence accuracy over n generated sequences of length L."""
+    tok = seq = 0.0
+    done = 0
+    while done < n:
+        b = task.batch(min(batch_size, n - done), L, generator, **extra)
+        logits = model(b.x.to(device), b.pos.to(device) if b.pos is not None else None)
+        acc = task.module.accuracy(logits.cpu(), b)
+        k = b.x.shape[0]
+        tok, seq, done = tok + float(acc["token_acc"]) * k, seq + float(acc["seq_acc"]) * k, done + k
+    return tok / n, seq / n
+
+
+def synthetic_rows(model, task, cfg, device, progress=True):
+    """acc (token accuracy on scored positions) and seq_acc vs length; over depth when the task has one."""
+    takes_depth = "depth" in inspect.signature(task.fn).parameters
+    grid = [{"depth": float(d)} for d in cfg.task.depths] if takes_depth else [{}]
+    jobs = [(L, g) for L in cfg.eval.resolved_lens(cfg.train.seq_len) for g in grid]
+    rows = []
+    for L, extra in tqdm(jobs, desc="eval", disable=not progress, leave=False):
+        label = f"depth={extra['depth']:g}" if extra else "iid"
+        generator = torch.Generator().manual_seed(1_000_003 + L)  # one test set for every run and seed
+        try:
+            tok, seq = _accuracy(model, task, cfg.task.eval_samples, L, generator, cfg.eval.batch_size,
+                                 device, **extra)
+        except ValueError as e:
+            rows += nan_rows([("acc", "frac"), ("seq_acc", "frac")], L, label, str(e))
+            continue
+        rows += [_row("acc", L, label, tok, "frac"), _row("seq_acc", L, label, seq, "frac")]
+    return rows

@@ -1,0 +1,140 @@
+"""Run rows -> run dir (atomic writes); any number of run dirs -> one tidy DataFrame (DESIGN.md §4)."""
+import datetime
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+import harness
+
+COLUMNS = ["run_id", "sweep", "encoding", "params", "model", "d_model", "n_layers", "n_heads", "head_dim",
+           "task", "train_len", "metric", "eval_len", "protocol", "dtype", "device", "value", "unit", "seed",
+           "step", "torch", "harness_version", "git_sha", "time"]
+ROWS, STATUS, TRAIN_LOG, CHECKPOINT = "rows.parquet", "status.json", "train_log.csv", "checkpoint.pt"
+FINISHED = ("ok", "diverged")  # a run with rows and one of these statuses is not run again
+
+
+def atomic_write(path, data: bytes):
+    """Write bytes to path via a temp file in the same dir + fsync + rename: readers see old or new."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path, obj):
+    atomic_write(path, (json.dumps(obj, indent=2, default=str) + "\n").encode())
+
+
+def write_rows(run_dir, df: pd.DataFrame):
+    """rows.parquet, columns exactly COLUMNS."""
+    if list(df.columns) != COLUMNS:
+        raise ValueError(f"rows must have exactly the columns {COLUMNS}; got {list(df.columns)}")
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    atomic_write(Path(run_dir) / ROWS, buf.getvalue())
+
+
+def write_train_log(run_dir, log):
+    atomic_write(Path(run_dir) / TRAIN_LOG, pd.DataFrame(log, columns=["step", "loss", "lr", "tokens", "wall_s"])
+                 .to_csv(index=False).encode())
+
+
+def write_checkpoint(run_dir, state_dict, config_dict):
+    """state_dict + resolved config; loadable with torch.load(..., weights_only=True)."""
+    buf = io.BytesIO()
+    torch.save({"state_dict": state_dict, "config": config_dict}, buf)
+    atomic_write(Path(run_dir) / CHECKPOINT, buf.getvalue())
+
+
+def read_status(run_dir):
+    try:
+        return json.loads((Path(run_dir) / STATUS).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def finished(run_dir):
+    """True when run_dir holds rows and a finished status (ok or diverged): resume skips it."""
+    status = read_status(run_dir)
+    return bool(status) and status.get("status") in FINISHED and (Path(run_dir) / ROWS).exists()
+
+
+def git_sha():
+    try:
+        root = Path(harness.__file__).resolve().parent.parent
+        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=5).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def base_row(cfg, run_id, head_dim):
+    """The columns every row of this run shares."""
+    from harness.config import encoding_params
+    return dict(run_id=run_id, sweep=cfg.sweep, encoding=cfg.encoding["name"], params=encoding_params(cfg),
+                model=cfg.model.name, d_model=cfg.model.d_model, n_layers=cfg.model.n_layers,
+                n_heads=cfg.model.n_heads, head_dim=head_dim, task=cfg.task.name, train_len=cfg.train.seq_len,
+                dtype="float32", device=cfg.device, seed=cfg.seed, torch=torch.__version__,
+                harness_version=harness.__version__,
+                git_sha=git_sha(), time=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+
+
+def complete(measured, base, step):
+    """Measurement dicts (metric, eval_len, protocol, value, unit, extra_params) -> DataFrame of COLUMNS."""
+    rows = []
+    for m in measured:
+        m = dict(m)
+        params = {**base["params"], **m.pop("extra_params", {})}
+        rows.append({**base, "step": step, **m, "params": json.dumps(params, sort_keys=True, default=str)})
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    df["eval_len"] = df["eval_len"].astype("Int64")
+    df["value"] = df["value"].astype("float64")
+    return df
+
+
+def run_dirs(path):
+    """Every dir under path (or path itself) that holds a rows file."""
+    path = Path(path)
+    return sorted({p.parent for p in path.rglob(ROWS)}) if path.is_dir() else []
+
+
+def load(*paths, errors=None) -> pd.DataFrame:
+    """All rows under the given run dirs / sweep dirs, concatenated. A corrupt rows file is reported on
+    stderr with its path and skipped; the (path, error) pairs are appended to `errors` when given and
+    kept in the frame's attrs["skipped"]."""
+    skipped = [] if errors is None else errors
+    frames = []
+    for path in paths or ("results",):
+        if not Path(path).exists():
+            raise FileNotFoundError(f"no results at {path}")
+        for d in run_dirs(path):
+            f = d / ROWS
+            try:
+                df = pd.read_parquet(f)
+                missing = [c for c in COLUMNS if c not in df.columns]
+                if missing:
+                    raise ValueError(f"missing columns {missing}")
+            except Exception as e:  # noqa: BLE001 - any unreadable file is reported and skipped
+                msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                print(f"results.load: skipping corrupt rows file {f} ({msg})", file=sys.stderr)
+                skipped.append((str(f), msg))
+                continue
+            frames.append(df[COLUMNS])
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    out.attrs["skipped"] = list(skipped)
+    return out

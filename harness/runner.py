@@ -1,0 +1,107 @@
+"""One run: build -> train -> measure -> write (DESIGN.md §3). Resume skips a run whose rows exist.
+
+Order of writes: status 'running' first; at the end train_log, checkpoint, rows, then the final status.
+A run killed at any point has no finished status, so a rerun restarts it; a finished run is skipped."""
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from harness import model as model_lib
+from harness import results, tasks, train, wandb_sink
+from harness.config import Config, to_dict
+from harness.measure import extension, extrapolation, memory, throughput
+
+
+def _rows(metric, value, unit, *, eval_len=None, protocol="train", **extra):
+    return dict(metric=metric, eval_len=eval_len, protocol=protocol, value=float(value), unit=unit,
+                extra_params=extra)
+
+
+def _per_length(fn, lens, metric, unit, protocol):
+    """fn(L) at each length; a ValueError (an encoding that cannot represent L) becomes a NaN row."""
+    out = []
+    for L in lens:
+        try:
+            out.append(_rows(metric, fn(L), unit, eval_len=L, protocol=protocol))
+        except ValueError as e:
+            out += extrapolation.nan_rows([(metric, unit)], L, protocol, str(e))
+    return out
+
+
+def measure(model, task, cfg: Config, device, generator, progress):
+    """Throughput, memory, extrapolation and extension rows for a trained model."""
+    lens, ev = cfg.eval.resolved_lens(cfg.train.seq_len), cfg.eval
+    rows = [_rows("train_tokens_per_s", throughput.train_tokens_per_s(
+                model, cfg.train, device, warmup=ev.warmup, repeats=ev.throughput_repeats),
+                "tokens/s", eval_len=cfg.train.seq_len),
+            _rows("peak_mem_bytes", memory.train_peak_bytes(model, cfg.train, device), "bytes",
+                  eval_len=cfg.train.seq_len)]
+    rows += _per_length(lambda L: throughput.eval_tokens_per_s(model, L, 1, device, warmup=ev.warmup,
+                                                               repeats=ev.throughput_repeats),
+                        lens, "eval_tokens_per_s", "tokens/s", "eval")
+    rows += _per_length(lambda L: memory.eval_peak_bytes(model, L, device), lens, "peak_mem_bytes",
+                        "bytes", "eval")
+    rows += task.evaluate(model, cfg, device, progress)
+    rows += extension.rows(model, task, cfg, device, generator, progress)
+    return rows
+
+
+def run(cfg: Config, run_dir, run_id=None, progress=True):
+    """Run one job into run_dir; returns its status dict. Skips a finished run (resume)."""
+    run_dir = Path(run_dir)
+    run_id = run_id or run_dir.name
+    if results.finished(run_dir):
+        status = results.read_status(run_dir)
+        print(f"skip {run_id}: finished ({status['status']}) rows exist in {run_dir}")
+        return status
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = torch.device(cfg.device)
+    results.write_json(run_dir / results.STATUS, {"status": "running", "run_id": run_id})
+    t_start = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    config_dict = to_dict(cfg)
+    task = tasks.build(cfg.task, cfg.seed)
+    net = model_lib.from_config(cfg.model, cfg.encoding).to(device)
+    head_dim = cfg.model.head_dim or cfg.model.d_model // cfg.model.n_heads
+    desc = f"train {cfg.encoding['name']}"
+    fit = train.fit(net, task, cfg.train, generator, device, progress, desc=desc)
+    results.write_train_log(run_dir, fit.log)
+    status = {"status": fit.status, "message": fit.message, "run_id": run_id, "steps": fit.steps,
+              "train_wall_s": round(fit.wall_s, 3), "task": task.describe()}
+    rows = [_rows("train_loss", r["loss"], "nats", step=r["step"]) for r in fit.log]
+    rows += [_rows("train_wall_s", fit.wall_s, "s"), _rows("train_steps", fit.steps, "steps")]
+    try:
+        if fit.status == "ok":
+            rows += measure(net, task, cfg, device, generator, progress)
+        if cfg.checkpoint:
+            results.write_checkpoint(run_dir, net.state_dict(), config_dict)
+    except Exception as e:  # noqa: BLE001 - the run fails with its message; rows so far are kept
+        status.update(status="failed", message=f"{type(e).__name__}: {e}",
+                      traceback=traceback.format_exc(limit=8))
+    status["wall_s"] = round(time.perf_counter() - t_start, 3)
+    df = results.complete(_steps(rows), results.base_row(cfg, run_id, head_dim), fit.steps)
+    results.write_rows(run_dir, df)
+    results.write_json(run_dir / results.STATUS, status)
+    err = wandb_sink.log(run_dir, cfg.wandb, config_dict, run_id, cfg.sweep, df, fit.log, status)
+    if err:
+        status["wandb_error"] = err
+        results.write_json(run_dir / results.STATUS, status)
+        print(f"{run_id}: {err} (local results are written)")
+    print(f"{status['status']} {run_id}: {len(df)} rows in {status['wall_s']:.1f}s -> {run_dir}")
+    return status
+
+
+def _steps(rows):
+    """Training-curve rows carry their own step; the 'step' column of the others is the final step."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        step = r["extra_params"].pop("step", None)
+        if step is not None:
+            r["step"] = step
+        out.append(r)
+    return out

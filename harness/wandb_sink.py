@@ -1,0 +1,46 @@
+"""W&B sink: one run per job, grouped by sweep. Called after the local files are written, so a W&B
+failure can never lose local results; the failure is returned and recorded in status.json."""
+import os
+from pathlib import Path
+
+import pandas as pd
+
+
+def log(run_dir, wandb_cfg, config_dict, run_id, group, rows, train_log, status):
+    """Log config, loss curve, final metrics, a Table of the rows and an extrapolation plot.
+
+    Returns None on success (or mode 'disabled'), else a one-line error string."""
+    if wandb_cfg.mode == "disabled":
+        return None
+    try:
+        os.environ.setdefault("WANDB_SILENT", "true")
+        import wandb
+        wandb_dir = Path(run_dir) / "wandb_files"
+        wandb_dir.mkdir(parents=True, exist_ok=True)
+        run = wandb.init(mode=wandb_cfg.mode, project=wandb_cfg.project, entity=wandb_cfg.entity,
+                         dir=str(wandb_dir), group=group, name=run_id, job_type="train",
+                         config=config_dict, reinit="finish_previous")
+        try:
+            for r in train_log:
+                run.log({"train/loss": r["loss"], "train/lr": r["lr"], "train/tokens": r["tokens"]},
+                        step=int(r["step"]))
+            table = wandb.Table(dataframe=rows.astype({"eval_len": "float64"}))
+            ppl = rows[(rows.metric == "ppl") & (rows.protocol == "nonoverlapping")]
+            ppl = ppl[~ppl.params.str.contains('"extension"')].sort_values("eval_len")
+            log_dict = {"rows": table}
+            if len(ppl):
+                xy = wandb.Table(columns=["eval_len", "ppl"],
+                                 data=[[int(a), float(b)] for a, b in zip(ppl.eval_len, ppl.value)])
+                log_dict["extrapolation"] = wandb.plot.line(xy, "eval_len", "ppl",
+                                                            title=f"{run_id}: PPL vs eval length")
+            run.log(log_dict)
+            run.summary["status"] = status["status"]
+            base = rows[~rows.params.str.contains('"extension"')]  # extension rows live in the Table
+            for r in base.itertuples():
+                key = r.metric if pd.isna(r.eval_len) else f"{r.metric}/{r.protocol}/{int(r.eval_len)}"
+                run.summary[key] = r.value
+        finally:
+            run.finish()
+        return None
+    except Exception as e:  # noqa: BLE001 - W&B is a sink: report, never take local results down
+        return f"wandb {wandb_cfg.mode} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
