@@ -133,7 +133,8 @@ def grid_batch(cells: torch.Tensor, cols: int, length: int, *, width: int = 16) 
     indices p = row * width + col (rope2d reads (p // width, p % width)): PADs in row 0, cell (r, c) at
     (r + 1, c), and the input that must predict a_r (SEP, then a_{r-1}) at (r + 1, width - 1), the end of
     the row it asks about. The answer is a fixed 2D offset (0, -(width - 1)) away, but in the byte stream
-    it is cells[r * cols], which depends on cols: unrecoverable from the bytes and positions 0..T-1."""
+    it is cells[r * cols], which depends on cols: unrecoverable from the bytes and positions 0..T-1.
+    A 1-D encoding fed the same raster positions sees the rows only through p; the task compares that."""
     n, hw = cells.shape
     H = hw // cols
     if hw != H * cols or not 1 <= cols <= width - 1:

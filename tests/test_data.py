@@ -49,6 +49,14 @@ def test_unknown_corpus_lists_choices():
         data.load_corpus("kvj")
 
 
+def test_hf_corpus_not_in_cache_is_one_clear_error(monkeypatch):
+    pytest.importorskip("datasets")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")  # restored after the test; load_corpus sets it too
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match=r"corpus 'hf:no-such-user/no-such-set' is not in the local Hugging Face cache"):
+        data.load_corpus("hf:no-such-user/no-such-set")
+
+
 def test_split_is_contiguous_disjoint_and_covers_the_data():
     raw = bytes(range(256)) * 40
     a, b = data.split(raw), data.split(raw)
