@@ -51,6 +51,7 @@ void NAME(const T_IO *x, T_IO *y, const T_MATH *c, const T_MATH *s, int64_t B, i
           T_MATH sign, int out_of_place, int nthreads) {                                                \
   const int64_t rows = B * H * T, half = R / 2, bytes = D * (int64_t)sizeof(T_IO);                     \
   const int64_t p1 = interleaved ? 2 : 1, p2 = interleaved ? 1 : half; /* pair j: (p1*j, p1*j+p2) */   \
+  if (rows == 0) return;                                                                                \
   const int64_t ahead = bytes >= 8192 ? 1 : 8192 / bytes;  /* prefetch ~8 KB ahead: 1.6x measured */ \
   const int big = LINE && out_of_place && ys[3] == 1 && bytes % LINE == 0 && rows * bytes > (1 << 22); \
   _Pragma("omp parallel num_threads(rows * D > 16384 ? nthreads : 1)")                                 \
