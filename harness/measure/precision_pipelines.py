@@ -6,6 +6,7 @@ The presets model real code paths: gpt-neox #1003 (fp16 tables), HF transformers
 the phase matmul in bf16), Modalities #462 (inv_freq cast to bf16), transformers #48450 (TF32 phase).
 Everything here runs with autocast disabled: a pipeline states its dtypes, autocast must not change them.
 """
+import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from harness.rope import apply_rotary, frequencies
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "precision"
 DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
           "bf16": torch.bfloat16, "fp16": torch.float16}
+MAX_LEN = 131072  # the longest context the study covers (issue 4: log windows up to 131072)
 STAGES = ("positions", "inv_freq", "phase", "table", "rotation", "activations")
 
 
@@ -43,6 +45,10 @@ class Pipeline:
     def dtypes(self):
         """The stage -> dtype-name mapping (what goes into a row's params)."""
         return {k: v for k, v in asdict(self).items() if k != "name"}
+
+
+# The reference every metric compares against: every stage in fp64 (not a preset, so not in conf/).
+REFERENCE = Pipeline("fp64", *(["fp64"] * len(STAGES)))
 
 
 def pipeline_names():
@@ -143,3 +149,44 @@ def phase_error(pipeline, head_dim, base, positions):
     got = torch.atan2(sin.double(), cos.double())
     ref = pos.double()[:, None] * inv_freq_fp64(head_dim, base)[None, :]  # (T, d/2)
     return wrap(got - ref).abs().amax(dim=-1)
+
+
+# The row format shared by precision.py and precision_bias.py (conventions in precision.py's docstring)
+
+
+def windows(max_len):
+    """Window edges [0, 16, 32, ..., max_len]: log-spaced, the last one ending at max_len."""
+    edges = [0] + [2 ** k for k in range(4, max(4, math.ceil(math.log2(max_len))))]
+    return [e for e in edges if e < max_len] + [max_len]
+
+
+def row(metric, value, unit, *, protocol, dtype, eval_len=None, encoding="rope", head_dim=None, **params):
+    """One tidy row; extra keyword knobs go into the JSON `params`."""
+    return dict(encoding=encoding, params=json.dumps(params, sort_keys=True), head_dim=head_dim,
+                metric=metric, eval_len=eval_len, protocol=protocol, dtype=dtype, device="cpu",
+                value=float(value), unit=unit)
+
+
+def sample_positions(edges, per_window, seed=0):
+    """Sorted positions (N,): all of a window up to per_window wide, per_window seeded-random ones of a
+    wider window (random, not strided: a stride of 2^k would pick exactly representable positions)."""
+    gen, parts = torch.Generator().manual_seed(seed), []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        pick = torch.arange(hi - lo) if hi - lo <= per_window else torch.randperm(hi - lo, generator=gen)[:per_window]
+        parts.append(lo + pick.sort().values)
+    return torch.cat(parts)
+
+
+def window_rows(values, edges, metric, unit, reduce="max", at=None, **fields):
+    """Rows of values (N,) at x-positions `at` (default 0..N-1) reduced over each window [lo, hi);
+    reduce is max, mean, or cummax/std over all x < hi. A NaN (a lost position) propagates."""
+    at = torch.arange(len(values)) if at is None else at  # sorted, so a window is one slice
+    reducers = {"max": torch.amax, "mean": torch.mean, "cummax": torch.amax, "std": torch.std}
+    if reduce not in reducers:
+        raise ValueError(f"unknown window reduce {reduce!r}; expected one of {list(reducers)}")
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        start = 0 if reduce in ("cummax", "std") else int(torch.searchsorted(at, lo))
+        chunk = values[start:int(torch.searchsorted(at, hi))]
+        out.append(row(metric, reducers[reduce](chunk.double()), unit, eval_len=hi, **fields))
+    return out
