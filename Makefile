@@ -34,5 +34,16 @@ test: install  ## the whole test suite (< 10 min on 2 cores)
 test-fast: install  ## tests without the few marked slow
 	$(PY) -m pytest -q -m "not slow"
 
+# Kernel speed (issue 5): R = RoPE bytes/s over copy_ bytes/s, alternating in one process.
+BENCH_DEVICE ?= cpu
+bench: install  ## RoPE kernel benchmarks -> results/bench/$(BENCH_DEVICE).{json,csv,png}, R next to targets
+	@mkdir -p results/bench
+	$(BENCH_ENV) $(PY) -m pytest -q -p no:cacheprovider tests/bench --benchmark-enable \
+		--benchmark-json=results/bench/$(BENCH_DEVICE).json
+	$(BENCH_ENV) $(PY) -m harness.measure.kernels report results/bench/$(BENCH_DEVICE).json
+
+bench-check: install  ## CI gate (< 2 min): fail if a gated kernel's R is > 30% below results/baselines/kernels-cpu.json
+	$(BENCH_ENV) $(PY) -m harness.measure.kernels check --baseline results/baselines/kernels-cpu.json
+
 clean:  ## remove the venv and caches (results are kept)
 	rm -rf $(VENV) .pytest_cache .benchmarks

@@ -1,0 +1,44 @@
+"""RoPE kernels x shapes (prefill, decode) x dtypes x layouts x fwd/bwd, each with its copy baseline.
+
+pytest-benchmark times the kernel alone; R (harness/measure/kernels.py) is measured alternately with
+copy_ of the same q+k and stored in extra_info, with the issue-5 target, for the CSV and the plot
+(`python -m harness.measure.kernels report`). Run by `make bench`.
+"""
+import pytest
+import torch
+
+from harness.measure.kernels import DTYPES, SHAPES, copy_fn, environment, inputs, kernel_fn, measure, target
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+PROVIDERS = ["eager", "complex", "compiled", *(["triton"] if DEVICE == "cuda" else ["cpu"])]
+
+
+def _record(benchmark, provider, mode, layout, dtype, shape, m):
+    benchmark.extra_info.update(provider=provider, mode=mode, layout=layout, dtype=dtype, shape=shape,
+                                R=m["R"], p20=m["p20"], p50=m["p50"], p80=m["p80"],
+                                target=target(provider, mode, shape, DEVICE), **environment())
+    benchmark.extra_info["device"] = DEVICE if DEVICE == "cpu" else torch.cuda.get_device_name()
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("mode", ["fwd", "bwd"])
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_rope(benchmark, provider, mode, layout, dtype, shape):
+    m = measure(f"{provider}/{mode}/{layout}/{dtype}/{shape}", device=DEVICE)
+    q, k, cos, sin = inputs(shape, DTYPES[dtype], DEVICE)
+    _record(benchmark, provider, mode, layout, dtype, shape, m)
+    benchmark.pedantic(kernel_fn(provider, mode, q, k, cos, sin, layout), rounds=10, warmup_rounds=2)
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_copy(benchmark, dtype, shape):
+    """The yardstick itself (R = 1 by definition, up to the table bytes a kernel also reads)."""
+    q, k, _, _ = inputs(shape, DTYPES[dtype], DEVICE)
+    fn = copy_fn(q, k)
+    _record(benchmark, "copy", "fwd", "-", dtype, shape, dict(R=1.0, p20=None, p50=None, p80=None))
+    benchmark.pedantic(fn, rounds=20, warmup_rounds=2)
+    st = benchmark.stats.stats
+    benchmark.extra_info.update(p20=st.min, p50=st.median, p80=st.q3)
