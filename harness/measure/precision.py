@@ -176,8 +176,10 @@ def safe_length(rows, threshold, metric="phase_err_rad"):
 
 
 # (metric, threshold) pairs summarised by safe_length in the report; thresholds in the metric's unit
-SAFE_THRESHOLDS = (("phase_err_rad", 0.1), ("phase_err_rad", 1.0), ("shift_max_err", 0.1),
-                   ("logit_err", 0.1), ("bias_err", 0.1), ("xpos_scale_overflow", 0.0))
+# (bias_err is absolute: far keys' large biases round coarsely yet harmlessly; bias_collision_rate is the
+# share of adjacent distances attention can no longer order)
+SAFE_THRESHOLDS = (("phase_err_rad", 0.1), ("phase_err_rad", 1.0), ("logit_err", 0.1), ("shift_max_err", 0.1),
+                   ("bias_err", 0.1), ("bias_collision_rate", 0.01), ("xpos_scale_overflow", 0.0))
 
 
 def precision_report_rows(*, head_dim=128, base=10000.0, max_len=MAX_LEN, pipelines=None):
@@ -202,13 +204,17 @@ def main(argv=None):
     if args.out:
         (df.to_parquet if args.out.endswith(".parquet") else df.to_csv)(args.out, index=False)
     safe = df[df.metric == "safe_length"].copy()
-    safe["of"] = safe.params.map(lambda s: f"{json.loads(s)['of']}<={json.loads(s)['threshold']}")
-    safe["value"] = [f"{v:.0f}" + ("+" if json.loads(s)["censored"] else "") for v, s in zip(safe.value, safe.params)]
-    rope = safe[safe.encoding == "rope"]
-    print(rope[rope.of.str.startswith("phase")].pivot_table("value", "protocol", "of", aggfunc="first").to_string())
-    print(safe[safe.encoding != "rope"].pivot_table("value", ["encoding", "protocol", "dtype"], "of",
-                                                     aggfunc="first").to_string())
-
+    meta = safe.params.map(json.loads)
+    # shift rows: ordinary keys at distance 1 (offsets, so a long distance starts past the safe positions)
+    safe = safe[meta.map(lambda m: m.get("key", "unit") == "unit" and m.get("distance", 1) == 1)]
+    meta = safe.params.map(json.loads)
+    safe["of"] = meta.map(lambda m: f"{m['of']}<={m['threshold']:g}" + (" (d=1)" if "distance" in m else ""))
+    # '+' = safe to the end of the grid (censored)
+    safe["L"] = safe.value.where(~meta.map(lambda m: m["censored"]), safe.value + 0.5)
+    for enc_is_rope, index in ((True, "protocol"), (False, ["encoding", "protocol", "dtype"])):
+        part = safe[(safe.encoding == "rope") == enc_is_rope]
+        table_ = part.pivot_table("L", index, "of", aggfunc="min")
+        print(table_.map(lambda v: "" if v != v else f"{v:.0f}" + ("+" if v % 1 else "")).to_string(), "\n")
 
 if __name__ == "__main__":
     main()
