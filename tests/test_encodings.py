@@ -113,3 +113,18 @@ def test_gradients_reach_every_parameter(name):
     model(torch.randint(0, 256, (2, 16))).logsumexp(-1).mean().backward()
     for pname, p in model.encoding.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), f"{name}.{pname} got no gradient"
+
+
+@pytest.mark.parametrize("name", ROTARY + ["xpos"])
+def test_model_cast_keeps_rotary_phase_in_fp32(name):
+    # Modalities #462: a stored inv_freq buffer cast by model.to(bf16) puts the phase in bf16. Cast the
+    # encoding to bf16; the rotation of bf16 inputs must match the fp32 encoding's up to bf16 I/O rounding.
+    enc32, enc16 = build(name, **DIMS), build(name, **DIMS).to(torch.bfloat16)
+    params = {k: v.to(torch.bfloat16) for k, v in enc32.state_dict().items()}  # same values in both
+    enc16.load_state_dict(params)
+    enc32.load_state_dict({k: v.float() for k, v in params.items()})
+    q = _rand(1, 4, 600, 16, dtype=torch.float32).to(torch.bfloat16)
+    pos = torch.arange(600) * 7  # phases up to ~4200 rad at the highest frequency
+    ref, _ = enc32.rotate(q.float(), q.float(), pos)
+    got, _ = enc16.rotate(q, q, pos)
+    assert (got.float() - ref).abs().max() < 0.05  # a bf16 phase would be off by up to pi

@@ -21,19 +21,21 @@ class Rope2D(Encoding):
         if width < 1:
             raise ValueError(f"rope2d width must be >= 1, got {width}")
         self.width, self.layout, self.impl = int(width), layout, impl
+        self.head_dim, self.base = head_dim, float(base)
         self.shift_unit = self.width
-        # each axis gets the frequencies of a head_dim/2 RoPE: (head_dim/4,)
-        self.register_buffer("inv_freq", frequencies("default", head_dim // 2, base)[0], persistent=False)
 
-    def table(self, pos):
-        """cos, sin (T, D/2): the first D/4 pairs carry the row phase, the rest the column phase."""
+    def table(self, pos, dtype=torch.float32):
+        """cos, sin (T, D/2): the first D/4 pairs carry the row phase, the rest the column phase. Each axis
+        has the frequencies of a head_dim/2 RoPE, made here in fp32+ (not a buffer that .to(bf16) casts)."""
+        work = torch.promote_types(torch.float32, dtype)
+        inv_freq = frequencies("default", self.head_dim // 2, self.base)[0].to(pos.device, work)  # (D/4,)
         row = torch.div(pos, self.width, rounding_mode="floor")
         col = pos - row * self.width
-        cr, sr = rotary_table(self.inv_freq, row, dtype=self.inv_freq.dtype)
-        cc, sc = rotary_table(self.inv_freq, col, dtype=self.inv_freq.dtype)
+        cr, sr = rotary_table(inv_freq, row, dtype=work)
+        cc, sc = rotary_table(inv_freq, col, dtype=work)
         return torch.cat((cr, cc), dim=-1), torch.cat((sr, sc), dim=-1)
 
     def rotate(self, q, k, pos):
-        cos, sin = self.table(pos)
+        cos, sin = self.table(pos, q.dtype)
         return (apply_rotary(q, cos, sin, self.layout, self.impl),
                 apply_rotary(k, cos, sin, self.layout, self.impl))

@@ -15,4 +15,5 @@ class RopeLearnedFreq(Rope):
 
     def frequencies(self, seq_len):
         theta, attention_factor = super().frequencies(seq_len)
-        return theta.to(self.log_scale) * self.log_scale.exp(), attention_factor
+        a = self.log_scale.to(torch.promote_types(torch.float32, self.log_scale.dtype))  # fp32+ under .to(bf16)
+        return theta.to(a) * a.exp(), attention_factor

@@ -20,6 +20,8 @@ class RopeRF(Rope):
 
     def frequencies(self, seq_len):
         theta, attention_factor = super().frequencies(seq_len)
-        phi = self.alpha / self.base ** self.rho
-        # to alpha's dtype explicitly: a 0-dim alpha does not promote a 1-dim theta (torch promotion rules)
-        return phi + (1 - self.alpha) * theta.to(self.alpha), attention_factor
+        # fp32 or better even when the model is cast to bf16 (a bf16 phase: Modalities #462); explicit because
+        # a 0-dim alpha does not promote a 1-dim theta (torch promotion rules)
+        alpha = self.alpha.to(torch.promote_types(torch.float32, self.alpha.dtype))
+        phi = alpha / self.base ** self.rho
+        return phi + (1 - alpha) * theta.to(alpha), attention_factor

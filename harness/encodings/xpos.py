@@ -16,15 +16,19 @@ class XPos(Encoding):
         super().__init__()
         if layout not in LAYOUTS:
             raise ValueError(f"unknown rope layout {layout!r}; expected one of {list(LAYOUTS)}")
+        self.head_dim, self.base = head_dim, float(base)
         self.layout, self.impl, self.scale_base = layout, impl, float(scale_base)
-        self.register_buffer("inv_freq", frequencies("default", head_dim, base)[0], persistent=False)
-        zeta = (torch.arange(0, head_dim, 2, dtype=torch.float32) + 0.4 * head_dim) / (1.4 * head_dim)
-        self.register_buffer("zeta", zeta, persistent=False)  # (D/2,)
 
     def rotate(self, q, k, pos):
-        cos, sin = rotary_table(self.inv_freq, pos, dtype=self.inv_freq.dtype)  # (T, D/2)
-        centred = (pos - pos.numel() // 2).to(self.zeta.dtype)
-        scale = self.zeta ** (centred[:, None] / self.scale_base)  # (T, D/2)
+        # Frequencies and zeta are made here, in fp32 or better, never stored as buffers: model.to(bf16)
+        # would cast such buffers and put the phase in bf16 (Modalities #462).
+        work = torch.promote_types(torch.float32, q.dtype)
+        inv_freq = frequencies("default", self.head_dim, self.base)[0].to(pos.device, work)  # (D/2,)
+        zeta = (torch.arange(0, self.head_dim, 2, device=pos.device, dtype=work) + 0.4 * self.head_dim) / (
+            1.4 * self.head_dim)
+        cos, sin = rotary_table(inv_freq, pos, dtype=work)  # (T, D/2)
+        centred = (pos - pos.numel() // 2).to(work)
+        scale = zeta ** (centred[:, None] / self.scale_base)  # (T, D/2)
         q = apply_rotary(q, cos * scale, sin * scale, self.layout, self.impl)
         k = apply_rotary(k, cos / scale, sin / scale, self.layout, self.impl)
         return q, k
