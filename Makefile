@@ -34,6 +34,13 @@ test: install  ## the whole test suite (< 10 min on 2 cores)
 test-fast: install  ## tests without the few marked slow
 	$(PY) -m pytest -q -m "not slow"
 
+sweep: install  ## train + measure every run of preset SWEEP (default: all encodings, lm), then the report
+	$(PY) -m harness -m sweep=$(SWEEP)
+	$(MAKE) --no-print-directory report
+
+report: install  ## report.md + PNG plots from the rows in $(RESULTS)/$(SWEEP)
+	$(PY) -m harness.report $(RESULTS)/$(SWEEP)
+
 # Kernel speed (issue 5): R = RoPE bytes/s over copy_ bytes/s, alternating in one process.
 BENCH_DEVICE ?= cpu
 bench: install  ## RoPE kernel benchmarks -> results/bench/$(BENCH_DEVICE).{json,csv,png}, R next to targets

@@ -30,19 +30,26 @@ def _one_line(e: BaseException) -> str:
         text = str(seen).replace("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.", "")
         parts.append(re.sub(r"\s*\n\s*", "; ", text.strip()).strip("; "))
         seen = seen.__cause__
-    return " <- ".join(p for p in dict.fromkeys(parts) if p)
+    line = " <- ".join(p for p in dict.fromkeys(parts) if p)
+    m = re.search(r"Could not find '([^']+)'; Available options in '([^']+)':; (.*?)(?:; Config search path.*)?$", line)
+    if m:  # a config group choice: "unknown model 'huge'; expected one of [...]"
+        group, choice = m.group(2), m.group(1).rpartition("/")[2]
+        return f"unknown {group} {choice!r}; expected one of {m.group(3).split('; ')}"
+    return line
 
 
-def _unknown_key_hint(message: str) -> str:
-    """For an unknown key, the valid keys at its parent (the choices the user had)."""
-    m = re.search(r"Key '([^']+)' is not in struct.*?full_key: ([\w.]+)", message, re.S)
+def _unknown_key(message: str):
+    """For an unknown key, a clear line naming the valid keys at its parent; else None."""
+    m = re.search(r"Key '[^']+' (?:is )?not in .*?full_key: ([\w.]+)", message, re.S)
     if not m:
-        return ""
-    parent = m.group(2).rpartition(".")[0]
+        return None
+    key = m.group(1)
+    parent = key.rpartition(".")[0]
     node = OmegaConf.structured(config_lib.Config)
     node = OmegaConf.select(node, parent) if parent else node
-    keys = list(node.keys()) if OmegaConf.is_dict(node) else []
-    return f"; valid keys{' in ' + parent if parent else ''}: {keys}" if keys else ""
+    if not OmegaConf.is_dict(node):
+        return None
+    return f"unknown key {key!r}; valid keys{' in ' + parent if parent else ''}: {list(node.keys())}"
 
 
 def _combinations(overrides, sweeper_params):
@@ -66,7 +73,8 @@ def validate(argv):
                  f"{o.get_key_element()}={next(iter(o.sweep_string_iterator()))}"
                  for o in parser.parse_overrides(overrides)]
         cfg = compose("config", overrides=first, return_hydra_config=True)
-        jobs = _combinations(overrides, OmegaConf.to_container(cfg.hydra.sweeper.params) if multirun else None)
+        params = OmegaConf.select(cfg, "hydra.sweeper.params")
+        jobs = _combinations(overrides, OmegaConf.to_container(params) if multirun and params else None)
         for job in jobs:
             config_lib.to_config(compose("config", overrides=job))
         sweep_dir = Path(OmegaConf.select(cfg, "hydra.sweep.dir")) if multirun else None
@@ -107,7 +115,7 @@ def cli(argv=None):
             sweep_dir, n_jobs = validate(argv)
         except Exception as e:  # noqa: BLE001 - any composition/validation error is the user's input
             msg = _one_line(e)
-            print(f"harness: error: {msg}{_unknown_key_hint(msg)}", file=sys.stderr)
+            print(f"harness: error: {_unknown_key(msg) or msg}", file=sys.stderr)
             sys.exit(2)
         if sweep_dir is not None:
             stop = threading.Event()

@@ -1,5 +1,6 @@
 """Typed configuration: dataclasses registered in Hydra's ConfigStore. Hydra and OmegaConf stop here;
 the rest of the package receives these dataclasses and plain arguments."""
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -201,8 +202,12 @@ def from_dict(d: Dict[str, Any]) -> Config:
 
 
 def run_name(override_dirname: str) -> str:
-    """Run dir name from Hydra's override_dirname ('default' when there is none); '/' cannot nest dirs."""
-    return (override_dirname or "default").replace("/", "_")
+    """Run dir name from Hydra's override_dirname ('default' when there is none). Deterministic, so a
+    rerun finds its dir; '/' cannot nest dirs, and a long name keeps a prefix + hash (255-byte limit)."""
+    name = (override_dirname or "default").replace("/", "_")
+    if len(name) > 120:
+        name = f"{name[:100]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+    return name
 
 
 ConfigStore.instance().store(name="base_config", node=Config)

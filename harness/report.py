@@ -143,7 +143,6 @@ def build(paths, out):
     if df.empty:
         raise ValueError(f"no rows under {[str(p) for p in paths]}; run a sweep first (make sweep)")
     df["variant"] = variants(df)
-    base, ext = df[~_is_ext(df)], df[_is_ext(df)]
     made, md = [], [f"# Positional-encoding benchmark report\n",
                     f"Sweeps: {', '.join(sorted(df.sweep.unique()))}; {df.run_id.nunique()} runs, {len(df)} rows; "
                     f"tasks: {', '.join(sorted(df.task.unique()))}; device: {', '.join(sorted(df.device.unique()))}; "
@@ -151,7 +150,8 @@ def build(paths, out):
     if df.attrs.get("skipped"):
         md.append("**Skipped corrupt rows files:** " + "; ".join(f"`{p}` ({e})" for p, e in df.attrs["skipped"]) + "\n")
     train_lens = sorted(df.train_len.unique())
-    for task, tdf in base.groupby("task"):
+    for task, all_t in df.groupby("task"):
+        tdf, text = all_t[~_is_ext(all_t)], all_t[_is_ext(all_t)]
         md.append(f"## Task `{task}`\n")
         ppl = pivot(tdf, "ppl", "nonoverlapping")
         if ppl is not None:
@@ -176,13 +176,18 @@ def build(paths, out):
         if pk is not None:
             plot_passkey(tdf, out, made)
             md += ["### Passkey accuracy (mean over depths)\n", md_table(pk), "", "![passkey](passkey.png)\n"]
-    if not ext.empty:
-        pt = pivot(pd.concat([ext, base[base.encoding.isin(ext.encoding.unique())]]), "ppl", "nonoverlapping")
-        plot_curves(pt, "RoPE eval-time extension: PPL vs eval length", "PPL (log)", train_lens, out,
-                    "extension.png", made)
-        md += ["## RoPE context extension at evaluation time (no retraining)\n",
-               "factor `auto` = eval_len / train_len (dynamic: 1); YaRN betas as in eval.extension.\n",
-               md_table(pt), "", "![extension](extension.png)\n"]
+        if not text.empty:
+            both = pd.concat([text, tdf[tdf.encoding.isin(text.encoding.unique())]])
+            metric, proto, ylabel, logy = (("ppl", "nonoverlapping", "PPL (log)", True) if ppl is not None
+                                           else ("acc", "iid", "accuracy", False))
+            pt = pivot(both, metric, proto)
+            if pt is not None:
+                name = f"extension_{task}.png"
+                plot_curves(pt, f"{task}: RoPE eval-time extension, {metric} vs eval length", ylabel, train_lens,
+                            out, name, made, logy=logy)
+                md += [f"### RoPE context extension at evaluation time (no retraining), {metric}\n",
+                       "factor `auto` = eval_len / train_len (dynamic: 1); YaRN betas as in eval.extension.\n",
+                       md_table(pt), "", f"![extension]({name})\n"]
     md.append("## Throughput and memory\n")
     tp = df[df.metric.isin(["train_tokens_per_s", "eval_tokens_per_s", "peak_mem_bytes"])]
     if not tp.empty:

@@ -71,6 +71,7 @@ def peak_extra_bytes(fn, device="cpu"):
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - base
     with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        torch.empty(64, dtype=torch.uint8)  # probe: its free event reports the counter just before fn
         with record_function(REGION):
             fn()
     events = list(_walk(prof.profiler.kineto_results.experimental_event_tree()))
@@ -78,10 +79,14 @@ def peak_extra_bytes(fn, device="cpu"):
     if len(region) != 1:
         raise RuntimeError(f"memory: expected one profiler region {REGION!r}, found {len(region)}")
     t0, t1 = region[0].start_time_ns, region[0].end_time_ns
-    totals = [e.extra_fields.total_allocated for e in events
-              if e.tag == _EventType.Allocation and t0 <= e.start_time_ns <= t1
-              and str(e.extra_fields.device) == "cpu"]
-    return max([0, *totals])
+    allocs = sorted((e.start_time_ns, e.extra_fields.total_allocated) for e in events
+                    if e.tag == _EventType.Allocation and str(e.extra_fields.device) == "cpu")
+    # total_allocated is a process-wide counter that keeps tensors allocated under an earlier profiler
+    # session, so the peak is taken relative to its value right before the region.
+    before = [total for t, total in allocs if t < t0]
+    if not before:
+        raise RuntimeError("memory: the profiler recorded no allocation before the region (probe missing)")
+    return max([0, *(total - before[-1] for t, total in allocs if t0 <= t <= t1)])
 
 
 def train_peak_bytes(model, train_cfg, device):

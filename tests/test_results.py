@@ -1,0 +1,93 @@
+"""Results: atomic run files, the exact row schema, load() over many run dirs, corrupt files reported."""
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+from harness import results
+from harness.measure import memory
+
+SCHEMA = ("run_id, sweep, encoding, params, model, d_model, n_layers, n_heads, head_dim, task, train_len, metric, "
+          "eval_len, protocol, dtype, device, value, unit, seed, step, torch, harness_version, git_sha, time")
+
+
+def _rows(run_id, n=3):
+    return pd.DataFrame([{c: None for c in results.COLUMNS} | dict(run_id=run_id, metric="ppl", eval_len=64 * (i + 1),
+                                                                    value=float(i), params="{}") for i in range(n)],
+                        columns=results.COLUMNS)
+
+
+def test_columns_are_design_section_4():
+    assert results.COLUMNS == [c.strip() for c in SCHEMA.split(",")]
+
+
+def test_write_rows_rejects_other_columns(tmp_path):
+    with pytest.raises(ValueError, match="exactly the columns"):
+        results.write_rows(tmp_path, _rows("a").drop(columns=["time"]))
+
+
+def test_atomic_write_leaves_no_temp_files_and_replaces(tmp_path):
+    results.atomic_write(tmp_path / "x.bin", b"old")
+    results.atomic_write(tmp_path / "x.bin", b"new")
+    assert (tmp_path / "x.bin").read_bytes() == b"new"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.bin"]
+
+
+def test_load_concatenates_run_dirs_and_reports_corrupt_file(tmp_path, capsys):
+    for name in ("a", "b"):
+        results.write_rows(tmp_path / "sweep" / name, _rows(name))
+    bad = tmp_path / "sweep" / "c" / results.ROWS
+    bad.parent.mkdir()
+    bad.write_bytes(b"PAR1 this is not parquet")
+    errors = []
+    df = results.load(tmp_path / "sweep", errors=errors)
+    assert sorted(df.run_id.unique()) == ["a", "b"] and len(df) == 6
+    assert list(df.columns) == results.COLUMNS
+    assert errors and errors[0][0] == str(bad) and df.attrs["skipped"] == errors
+    assert str(bad) in capsys.readouterr().err
+
+
+def test_load_missing_path_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        results.load(tmp_path / "nothing")
+
+
+def test_finished_needs_rows_and_final_status(tmp_path):
+    results.write_json(tmp_path / results.STATUS, {"status": "running"})
+    results.write_rows(tmp_path, _rows("a"))
+    assert not results.finished(tmp_path)
+    results.write_json(tmp_path / results.STATUS, {"status": "diverged"})
+    assert results.finished(tmp_path)
+    results.write_json(tmp_path / results.STATUS, {"status": "failed"})
+    assert not results.finished(tmp_path)  # a failed run is retried by a rerun
+
+
+def test_checkpoint_loads_with_weights_only(tmp_path):
+    results.write_checkpoint(tmp_path, {"w": torch.ones(3)}, {"encoding": {"name": "rope"}, "seed": 0})
+    ck = torch.load(tmp_path / results.CHECKPOINT, weights_only=True)
+    assert torch.equal(ck["state_dict"]["w"], torch.ones(3)) and ck["config"]["seed"] == 0
+
+
+def test_cpu_peak_memory_measures_a_known_allocation():
+    keep = torch.empty(7_000_000, dtype=torch.uint8)  # live before: not part of the extra peak
+
+    def fn():
+        a = torch.empty(10_000_000, dtype=torch.uint8)
+        b = torch.empty(5_000_000, dtype=torch.uint8)
+        del a  # peak was 15 MB here
+        c = torch.empty(3_000_000, dtype=torch.uint8)
+        return b, c
+
+    peak = memory.peak_extra_bytes(fn)
+    assert 15_000_000 <= peak < 15_000_000 + 64_000, peak
+    leak = []
+    memory.peak_extra_bytes(lambda: leak.append(torch.empty(1_000_000, dtype=torch.uint8)))  # outlives a session
+    assert memory.peak_extra_bytes(fn) == peak  # the profiler's process-wide counter does not drift into it
+    assert keep.numel() == 7_000_000
+
+
+def test_state_bytes_counts_shared_storage_once():
+    lin = torch.nn.Linear(10, 10, bias=False)
+    assert memory.state_bytes(lin, lin.weight) == 400
+    assert json.dumps(memory.state_bytes(torch.zeros(5))) == "20"

@@ -1,0 +1,149 @@
+"""One run in-process: its files, rows, NaN guard, resume, determinism, W&B, extension and learned NaN rows."""
+import json
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from harness import results, runner, train
+from harness.config import from_dict
+from harness.measure import extension
+
+TEXT = ("In the beginning was the byte, and the byte was with the model. " * 40 +
+        "".join(f"line {i}: the quick brown fox jumps over the lazy dog {i * 7 % 13}\n" for i in range(400)))
+
+
+def tiny(tmp_path, **over):
+    """A config that runs in about a second: 1 layer, d_model 32, 4 steps, eval at 16 and 32."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(TEXT)
+    d = {"encoding": {"name": "rope"}, "model": {"n_layers": 1, "d_model": 32, "n_heads": 2},
+         "task": {"corpus": str(corpus)}, "train": {"seq_len": 16, "steps": 4, "batch_size": 4, "warmup": 1},
+         "eval": {"multiples": [1, 2], "max_tokens": 64, "throughput_repeats": 1, "warmup": 0,
+                  "extension": {"types": ["linear", "yarn"]}},
+         "wandb": {"mode": "disabled"}, "sweep": "test"}
+    for key, value in over.items():
+        node = d
+        *path, last = key.split(".")
+        for p in path:
+            node = node.setdefault(p, {})
+        node[last] = value
+    return from_dict(d)
+
+
+def test_run_writes_files_and_rows(tmp_path):
+    status = runner.run(tiny(tmp_path), tmp_path / "run", progress=False)
+    run = tmp_path / "run"
+    assert status["status"] == "ok", status
+    assert {p.name for p in run.iterdir()} >= {results.ROWS, results.STATUS, results.TRAIN_LOG, results.CHECKPOINT}
+    df = results.load(run)
+    assert list(df.columns) == results.COLUMNS
+    assert {"train_loss", "train_wall_s", "train_tokens_per_s", "eval_tokens_per_s", "peak_mem_bytes", "ppl",
+            "nll_beyond_train"} <= set(df.metric)
+    ppl = df[(df.metric == "ppl") & ~df.params.str.contains("extension")]
+    assert set(ppl.eval_len) == {16, 32} and {"nonoverlapping", "sliding8"} == set(ppl.protocol)
+    assert ppl.value.between(1, 256).all()
+    ext = df[df.params.str.contains('"extension"')]
+    assert {json.loads(p)["extension"] for p in ext.params} == {"linear", "yarn"}
+    assert (df.encoding == "rope").all() and (df.sweep == "test").all()
+    ck = torch.load(run / results.CHECKPOINT, weights_only=True)
+    assert ck["config"]["train"]["seq_len"] == 16 and "tok.weight" in ck["state_dict"]
+
+
+def test_rerun_skips_a_finished_run(tmp_path, monkeypatch):
+    cfg = tiny(tmp_path)
+    runner.run(cfg, tmp_path / "run", progress=False)
+    before = (tmp_path / "run" / results.ROWS).stat().st_mtime_ns
+    monkeypatch.setattr(train, "fit", lambda *a, **k: pytest.fail("a finished run was trained again"))
+    assert runner.run(cfg, tmp_path / "run", progress=False)["status"] == "ok"
+    assert (tmp_path / "run" / results.ROWS).stat().st_mtime_ns == before
+
+
+def test_unfinished_run_is_restarted(tmp_path):
+    results.write_json(tmp_path / "run" / results.STATUS, {"status": "running"})
+    assert runner.run(tiny(tmp_path), tmp_path / "run", progress=False)["status"] == "ok"
+
+
+def test_nan_loss_is_diverged_with_rows_kept(tmp_path, monkeypatch):
+    real = train.masked_loss
+    calls = {"n": 0}
+
+    def poisoned(logits, y, mask):
+        calls["n"] += 1
+        loss = real(logits, y, mask)
+        return loss * float("nan") if calls["n"] == 3 else loss
+
+    monkeypatch.setattr(train, "masked_loss", poisoned)
+    status = runner.run(tiny(tmp_path), tmp_path / "run", progress=False)
+    assert status["status"] == "diverged" and "step 2" in status["message"]
+    df = results.load(tmp_path / "run")
+    losses = df[df.metric == "train_loss"].sort_values("step")
+    assert list(losses.step) == [0, 2] and math.isnan(losses.value.iloc[-1]) and math.isfinite(losses.value.iloc[0])
+    assert results.finished(tmp_path / "run")  # diverged is final: a rerun does not retrain it
+
+
+def test_same_seed_gives_identical_metrics(tmp_path):
+    timing = ["train_wall_s", "train_tokens_per_s", "eval_tokens_per_s"]
+    frames = []
+    for name in ("a", "b"):
+        runner.run(tiny(tmp_path), tmp_path / name, progress=False)
+        df = results.load(tmp_path / name)
+        frames.append(df[~df.metric.isin(timing)].sort_values(["metric", "eval_len", "protocol", "params", "step"])
+                      [["metric", "eval_len", "protocol", "params", "step", "value"]].reset_index(drop=True))
+    pd.testing.assert_frame_equal(frames[0], frames[1])
+
+
+def test_other_seed_differs(tmp_path):
+    a = runner.run(tiny(tmp_path), tmp_path / "a", progress=False)
+    b = runner.run(tiny(tmp_path, seed=1), tmp_path / "b", progress=False)
+    la, lb = (results.load(tmp_path / n) for n in ("a", "b"))
+    assert a["status"] == b["status"] == "ok"
+    assert not la[la.metric == "ppl"].value.reset_index(drop=True).equals(lb[lb.metric == "ppl"].value.reset_index(drop=True))
+
+
+def test_learned_table_beyond_max_len_is_a_nan_row_not_a_crash(tmp_path):
+    cfg = tiny(tmp_path, **{"encoding": {"name": "learned", "max_len": 20}})
+    assert runner.run(cfg, tmp_path / "run", progress=False)["status"] == "ok"
+    df = results.load(tmp_path / "run")
+    far = df[(df.eval_len == 32) & df.metric.isin(["ppl", "eval_tokens_per_s", "peak_mem_bytes"])]
+    assert len(far) and far.value.isna().all()
+    assert all("max_len=20" in json.loads(p)["nan_reason"] for p in far.params)
+    assert df[(df.eval_len == 16) & (df.metric == "ppl")].value.notna().all()
+
+
+def test_extension_applies_only_to_encodings_taking_rope_type():
+    assert extension.applies({"name": "rope"}) and not extension.applies({"name": "alibi"})
+    assert not extension.applies({"name": "rope", "rope_type": "yarn"})
+
+
+def test_linear_extension_at_factor_one_is_exactly_the_trained_model(tmp_path):
+    from harness.model import from_config
+    cfg = tiny(tmp_path)
+    torch.manual_seed(0)
+    net = from_config(cfg.model, cfg.encoding).eval()
+    x = torch.randint(0, 256, (2, 16))
+    ext = extension.extended(net, cfg.model, cfg.encoding, "linear",
+                             extension.scaling("linear", 1.0, cfg.eval.extension, 16))
+    assert torch.equal(ext(x), net(x)) and net.encoding.rope_type == "default"
+    ext4 = extension.extended(net, cfg.model, cfg.encoding, "linear",
+                              extension.scaling("linear", 4.0, cfg.eval.extension, 16))
+    assert not torch.allclose(ext4(x), net(x))
+
+
+def test_wandb_offline_writes_inside_run_dir(tmp_path):
+    status = runner.run(tiny(tmp_path, **{"wandb.mode": "offline"}), tmp_path / "run", progress=False)
+    assert "wandb_error" not in status, status
+    assert list((tmp_path / "run" / "wandb_files").rglob("*.wandb"))
+
+
+def test_wandb_failure_keeps_local_results(tmp_path, monkeypatch):
+    import wandb
+
+    def broken(*a, **k):
+        raise RuntimeError("service unreachable")
+
+    monkeypatch.setattr(wandb, "init", broken)
+    status = runner.run(tiny(tmp_path, **{"wandb.mode": "offline"}), tmp_path / "run", progress=False)
+    assert status["status"] == "ok" and "service unreachable" in status["wandb_error"]
+    assert results.finished(tmp_path / "run") and len(results.load(tmp_path / "run"))
