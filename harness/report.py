@@ -11,6 +11,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -19,6 +20,7 @@ from harness import results  # noqa: E402
 EXTENSION_KEYS = ("extension", "factor", "rope_type", "scaling", "finetune_steps", "finetune_len",
                   "finetune_status", "nan_reason")
 MiB = 2 ** 20
+STYLES, MARKERS = ("-", "--", ":"), ("o", "s", "^")  # 10 colours x 3 styles: 30 distinct curves
 
 
 def variants(df: pd.DataFrame) -> pd.Series:
@@ -75,15 +77,21 @@ def _save(fig, out, name, made):
 def plot_curves(pt, title, ylabel, train_lens, out, name, made, logy=True):
     """One line per variant vs eval length (log2 x); dashed line at the train length."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
-    cmap = plt.get_cmap("tab20")
-    for i, (v, row) in enumerate(pt.iterrows()):
-        ax.plot(row.index.astype(int), row.values, marker="o", ms=3, label=v, color=cmap(i % 20),
-                ls="-" if i < 20 else "--")
+    last = pt.apply(lambda r: r.dropna().iloc[-1] if r.notna().any() else -math.inf, axis=1)
+    pt = pt.loc[last.sort_values(ascending=False).index]
+    for i, (v, row) in enumerate(pt.iterrows()):  # legend order = order of the curves at the right end
+        ax.plot(row.index.astype(int), row.values, marker=MARKERS[i // 10 % 3], ms=4, label=v,
+                color=plt.get_cmap("tab10")(i % 10), ls=STYLES[i // 10 % 3])
     for L in train_lens:
         ax.axvline(L, color="grey", ls=":", lw=1)
     ax.set_xscale("log", base=2)
+    ax.set_xticks([int(c) for c in pt.columns], [str(int(c)) for c in pt.columns])
     if logy:
         ax.set_yscale("log")
+        plain = matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:g}")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
+        ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set(title=title, xlabel="eval length (tokens; dotted: train length)", ylabel=ylabel)
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
     ax.grid(alpha=0.3, which="both")
@@ -106,10 +114,9 @@ def plot_training(df, out, made):
     if d.empty:
         return
     fig, ax = plt.subplots(figsize=(9, 5))
-    cmap = plt.get_cmap("tab20")
     for i, (v, g) in enumerate(d.groupby("variant")):
         g = g.groupby("step")["value"].median()
-        ax.plot(g.index, g.values, label=v, color=cmap(i % 20), lw=1)
+        ax.plot(g.index, g.values, label=v, color=plt.get_cmap("tab10")(i % 10), ls=STYLES[i // 10 % 3], lw=1.2)
     ax.set(title="training loss", xlabel="step", ylabel="loss (nats/byte)")
     ax.set_ylim(top=min(6.0, d.value.max()))
     ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -195,7 +202,9 @@ def build(paths, out):
         plot_bars(tr, "train throughput (fwd+bwd+AdamW), median of repeats", "tokens/s", out, "throughput.png", made)
         mem = tp[(tp.metric == "peak_mem_bytes") & (tp.protocol == "train")].groupby("variant")["value"].median() / MiB
         plot_bars(mem, "peak memory of one training step", "MiB", out, "memory.png", made)
-        md += ["### Train tokens/s (at train length) and eval tokens/s (batch 1) by eval length\n",
+        md += ["Wall-clock numbers from the machine that ran the sweep (two jobs in parallel, one thread each): "
+               "compare encodings within one sweep, not across machines.\n",
+               "### Train tokens/s (at train length) and eval tokens/s (batch 1) by eval length\n",
                md_table(pd.concat([tr.rename("train").to_frame(),
                                    pivot(tp, "eval_tokens_per_s", "eval")], axis=1).rename_axis("variant")), "",
                "![throughput](throughput.png)\n",
