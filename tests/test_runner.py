@@ -147,3 +147,23 @@ def test_wandb_failure_keeps_local_results(tmp_path, monkeypatch):
     status = runner.run(tiny(tmp_path, **{"wandb.mode": "offline"}), tmp_path / "run", progress=False)
     assert status["status"] == "ok" and "service unreachable" in status["wandb_error"]
     assert results.finished(tmp_path / "run") and len(results.load(tmp_path / "run"))
+
+
+def test_extension_after_finetune_adds_rows(tmp_path):
+    cfg = tiny(tmp_path, **{"eval.extension": {"types": ["yarn"], "finetune_steps": 2, "finetune_lens": [32],
+                                               "beta_fast": 4.0, "beta_slow": 0.5}})
+    assert runner.run(cfg, tmp_path / "run", progress=False)["status"] == "ok"
+    params = [json.loads(p) for p in results.load(tmp_path / "run").params]
+    tuned = [p for p in params if "finetune_len" in p]
+    assert tuned and all(p["finetune_len"] == 32 and p["factor"] == 2.0 and p["extension"] == "yarn" for p in tuned)
+    assert all(p["scaling"]["beta_fast"] == 4.0 for p in params if p.get("extension") == "yarn")
+
+
+def test_randomized_positions_train_any_encoding(tmp_path):
+    from harness import positions
+    g = torch.Generator().manual_seed(0)
+    pos = positions.randomized(16, 256, g)
+    assert pos.shape == (16,) and bool((pos.diff() > 0).all()) and int(pos.max()) < 256
+    assert torch.equal(pos, positions.randomized(16, 256, torch.Generator().manual_seed(0)))
+    cfg = tiny(tmp_path, **{"train.max_position": 64, "encoding": {"name": "alibi"}})
+    assert runner.run(cfg, tmp_path / "run", progress=False)["status"] == "ok"
