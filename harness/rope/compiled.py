@@ -8,6 +8,9 @@ import torch
 
 from harness.rope.apply import eager
 
+# Each (layout, dtype, requires_grad, shape class) is its own graph and dynamo's limit is per code
+# object: `make bench` alone needs 16 of them, the default limit is 8 (then fullgraph fails hard).
+torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
 _COMPILED = torch.compile(eager, fullgraph=True)
 
 
