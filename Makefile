@@ -52,5 +52,12 @@ bench: install  ## RoPE kernel benchmarks -> results/bench/$(BENCH_DEVICE).{json
 bench-check: install  ## CI gate (< 2 min): fail if a gated kernel's R is > 30% below results/baselines/kernels-cpu.json
 	$(BENCH_ENV) $(PY) -m harness.measure.kernels check --baseline results/baselines/kernels-cpu.json
 
+# lm-eval (issue 6): our tasks (tasks/) and lm-eval's own by name; rows go into the run's rows.parquet.
+RUN ?=
+TASKS ?= pystdlib_ppl,passkey,kv_recall,copy,reverse
+eval: install  ## lm-eval TASKS (default: the offline ones in tasks/) on run dir RUN -> rows in RUN/rows.parquet
+	@test -n "$(RUN)" || { echo "make eval needs RUN=<run dir with checkpoint.pt>, e.g. RUN=results/sweeps/default/encoding=rope"; exit 2; }
+	$(PY) -m harness.eval "$(RUN)" --tasks $(TASKS)
+
 clean:  ## remove the venv and caches (results are kept)
 	rm -rf $(VENV) .pytest_cache .benchmarks
