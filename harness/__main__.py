@@ -12,6 +12,7 @@ from pathlib import Path
 import hydra
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 from tqdm import tqdm
@@ -105,7 +106,15 @@ def main(cfg):
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
     status = runner.run(c, run_dir, run_id=f"{c.sweep}/{run_dir.name}")
+    if status["status"] == "failed" and hc.mode == RunMode.RUN:
+        sys.exit(1)
     return status["status"]
+
+
+def _failed(sweep_dir: Path):
+    """'run: message' for every failed run of a finished sweep."""
+    return [f"{p.parent.name}: {s.get('message', '')}" for p in sorted(sweep_dir.glob(f"*/{results.STATUS}"))
+            if (s := results.read_status(p.parent) or {}).get("status") == "failed"]
 
 
 def cli(argv=None):
@@ -126,6 +135,10 @@ def cli(argv=None):
             finally:
                 stop.set()
                 watcher.join(timeout=5)
+            failed = _failed(sweep_dir)
+            if failed:  # the other runs are kept; the sweep still fails loudly
+                print(f"harness: error: {len(failed)} run(s) failed: " + "; ".join(failed), file=sys.stderr)
+                sys.exit(1)
             return
     main()
 

@@ -1,4 +1,11 @@
-"""Run rows -> run dir (atomic writes); any number of run dirs -> one tidy DataFrame (DESIGN.md §4)."""
+"""Run rows -> run dir (atomic writes); any number of run dirs -> one tidy DataFrame (DESIGN.md §4).
+
+Row conventions. `protocol`: `train` (train_loss per `step`, train_wall_s, train_steps,
+train_tokens_per_s, peak_mem_bytes of a training step), `eval` (eval_tokens_per_s and peak_mem_bytes of
+one forward at eval_len), `nonoverlapping` / `sliding<stride>` (lm: ppl, nll_beyond_train), `iid`
+(synthetic: acc, seq_acc), `depth=<d>` (passkey: acc, seq_acc). `params` is JSON: the encoding's
+parameters, plus `extension`, `factor`, the applied `rope_type`/`scaling` (and `finetune_*`) on RoPE
+eval-time extension rows, plus `nan_reason` on a NaN row the encoding could not measure."""
 import datetime
 import io
 import json

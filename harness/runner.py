@@ -64,11 +64,17 @@ def run(cfg: Config, run_dir, run_id=None, progress=True):
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
     config_dict = to_dict(cfg)
-    task = tasks.build(cfg.task, cfg.seed)
-    net = model_lib.from_config(cfg.model, cfg.encoding).to(device)
     head_dim = cfg.model.head_dim or cfg.model.d_model // cfg.model.n_heads
-    desc = f"train {cfg.encoding['name']}"
-    fit = train.fit(net, task, cfg.train, generator, device, progress, desc=desc)
+    try:
+        task = tasks.build(cfg.task, cfg.seed)
+        net = model_lib.from_config(cfg.model, cfg.encoding).to(device)
+        fit = train.fit(net, task, cfg.train, generator, device, progress, desc=f"train {cfg.encoding['name']}")
+    except Exception as e:  # noqa: BLE001 - recorded as 'failed'; the sweep's other runs go on; exit code says so
+        status = {"status": "failed", "message": f"{type(e).__name__}: {e}", "run_id": run_id,
+                  "traceback": traceback.format_exc(limit=8)}
+        results.write_json(run_dir / results.STATUS, status)
+        print(f"failed {run_id}: {status['message']}")
+        return status
     results.write_train_log(run_dir, fit.log)
     status = {"status": fit.status, "message": fit.message, "run_id": run_id, "steps": fit.steps,
               "train_wall_s": round(fit.wall_s, 3), "task": task.describe()}

@@ -167,3 +167,10 @@ def test_randomized_positions_train_any_encoding(tmp_path):
     assert torch.equal(pos, positions.randomized(16, 256, torch.Generator().manual_seed(0)))
     cfg = tiny(tmp_path, **{"train.max_position": 64, "encoding": {"name": "alibi"}})
     assert runner.run(cfg, tmp_path / "run", progress=False)["status"] == "ok"
+
+
+def test_a_run_that_cannot_start_is_failed_not_finished(tmp_path):
+    cfg = tiny(tmp_path, **{"model.attention": "linear", "encoding": {"name": "alibi"}})  # bias + linear: error
+    status = runner.run(cfg, tmp_path / "run", progress=False)
+    assert status["status"] == "failed" and "linear attention" in status["message"]
+    assert not results.finished(tmp_path / "run")  # a rerun tries again
