@@ -91,3 +91,12 @@ def test_state_bytes_counts_shared_storage_once():
     lin = torch.nn.Linear(10, 10, bias=False)
     assert memory.state_bytes(lin, lin.weight) == 400
     assert json.dumps(memory.state_bytes(torch.zeros(5))) == "20"
+
+
+def test_committed_reference_sweep_loads():
+    from pathlib import Path
+    from harness import encodings
+    ref = Path(__file__).resolve().parent.parent / "results" / "reference"
+    df = results.load(ref)
+    assert set(df.encoding) == set(encodings.ENCODINGS) and not df.attrs["skipped"]
+    assert df[(df.metric == "ppl") & (df.eval_len == 16 * df.train_len)].value.notna().any()
