@@ -13,6 +13,7 @@ the report see them, and logs them to W&B through the run's sink (cfg.wandb)."""
 import argparse
 import dataclasses
 import io
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +23,6 @@ from lm_eval.tasks import TaskManager
 from harness import results, wandb_sink
 from harness.config import to_dict
 from harness.lm import HarnessLM, load_run
-from harness.measure.extrapolation import nan_rows
 
 TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
 UNITS = {"byte_perplexity": "ppl", "word_perplexity": "ppl", "bits_per_byte": "bits", "acc": "frac",
@@ -76,9 +76,12 @@ def rows_for_model(model, cfg, tasks, *, device=None, batch_size=None, lens=None
               rope_type=rope_type, factor=factor, progress=progress)
     was_training, out = model.training, []
     try:
-        if others:
-            lm = HarnessLM(**kw)
-            out += _rows(_evaluate(lm, others, tm, limit), None, "lm_eval", lm.extension)
+        lm = HarnessLM(**kw) if others else None
+        for task in others:  # one at a time: a length the encoding cannot represent fails only its task
+            try:
+                out += _rows(_evaluate(lm, [task], tm, limit), None, "lm_eval", lm.extension)
+            except ValueError as e:
+                out += _nan_rows(task, None, "lm_eval", str(e))
         for L in (lens or cfg.eval.resolved_lens(cfg.train.seq_len)) if rolling else []:
             for protocol in cfg.eval.protocols():
                 lm = HarnessLM(**kw, max_length=L, protocol=protocol)
@@ -86,11 +89,17 @@ def rows_for_model(model, cfg, tasks, *, device=None, batch_size=None, lens=None
                 try:
                     out += _rows(_evaluate(lm, rolling, tm, limit), L, label, lm.extension)
                 except ValueError as e:  # the encoding cannot represent L (its own message): NaN rows
-                    names = [f"{t.task_name}/{m}" for t in rolling for m in t.aggregation()]
-                    out += nan_rows([(n, UNITS.get(n.rpartition("/")[2], "score")) for n in names], L, label, str(e))
+                    out += [r for t in rolling for r in _nan_rows(t, L, label, str(e))]
     finally:
         model.train(was_training)
     return out
+
+
+def _nan_rows(task, eval_len, protocol, reason):
+    """'Not measurable' rows for every metric of a task (a length-named metric at its own length)."""
+    return [dict(metric=f"{task.task_name}/{'acc' if n.isdigit() else n}", eval_len=int(n) if n.isdigit() else eval_len,
+                 protocol=protocol, value=math.nan, unit="frac" if n.isdigit() else UNITS.get(n, "score"),
+                 extra_params=dict(nan_reason=reason)) for n in task.aggregation()]
 
 
 def _evaluate(lm, task_objs, tm, limit):

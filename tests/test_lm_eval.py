@@ -168,3 +168,16 @@ def test_cli_subprocess(run_dir):
     assert "byte_perplexity" in p.stdout and "|passkey" in p.stdout
     built = [line for line in p.stderr.splitlines() if "Building task index from" in line]
     assert built and not any("lm_eval/tasks" in line for line in built)  # lm-eval's own index not built
+
+
+def test_unrepresentable_length_is_a_nan_row_with_the_reason():
+    cfg = _cfg()
+    cfg = config.Config(**{**cfg.__dict__, "encoding": {"name": "learned", "max_len": 24}})
+    net = model_lib.from_config(cfg.model, cfg.encoding)
+    rows = lm_eval_rows.rows_for_model(net, cfg, ["pystdlib_ppl"], lens=[16, 32], progress=False)
+    ppl = {(r["eval_len"], r["protocol"]): r for r in rows if r["metric"] == "pystdlib_ppl/byte_perplexity"}
+    assert set(ppl) == {(16, "lm_eval:nonoverlapping"), (16, "lm_eval:sliding8"),
+                        (32, "lm_eval:nonoverlapping"), (32, "lm_eval:sliding8")}
+    assert ppl[16, "lm_eval:nonoverlapping"]["value"] > 1
+    assert math.isnan(ppl[32, "lm_eval:sliding8"]["value"])
+    assert "beyond the learned table" in ppl[32, "lm_eval:sliding8"]["extra_params"]["nan_reason"]
