@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from harness import results  # noqa: E402
@@ -129,14 +130,17 @@ def plot_passkey(df, out, made):
     if d.empty:
         return
     vs = sorted(d.variant.unique())
-    fig, axes = plt.subplots(1, len(vs), figsize=(3.2 * len(vs), 3.2), squeeze=False)
-    for ax, v in zip(axes[0], vs):
+    fig, axes = plt.subplots(1, len(vs), figsize=(3.4 * len(vs) + 1, 3.6), squeeze=False, layout="constrained")
+    for i, (ax, v) in enumerate(zip(axes[0], vs)):
         pt = d[d.variant == v].pivot_table(index="protocol", columns="eval_len", values="value")
+        pt = pt.loc[sorted(pt.index, key=lambda p: float(p.split("=")[1]))]
         im = ax.imshow(pt.values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+        for (r, c), val in np.ndenumerate(pt.values):  # the number in each cell: readable without the colour bar
+            ax.text(c, r, f"{val:.2f}", ha="center", va="center", fontsize=7, color="w" if val < 0.6 else "k")
         ax.set_xticks(range(len(pt.columns)), pt.columns, fontsize=7, rotation=45)
-        ax.set_yticks(range(len(pt.index)), [i.split("=")[1] for i in pt.index], fontsize=7)
-        ax.set(title=v, xlabel="length", ylabel="depth")
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="passkey accuracy")
+        ax.set_yticks(range(len(pt.index)), [p.split("=")[1] for p in pt.index], fontsize=7)
+        ax.set(title=v, xlabel="length", ylabel="key depth" if i == 0 else "")
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="passkey accuracy (all digits right)")
     fig.savefig(Path(out) / "passkey.png", dpi=110)
     plt.close(fig)
     made.append("passkey.png")

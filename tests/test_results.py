@@ -100,3 +100,16 @@ def test_committed_reference_sweep_loads():
     df = results.load(ref)
     assert set(df.encoding) == set(encodings.ENCODINGS) and not df.attrs["skipped"]
     assert df[(df.metric == "ppl") & (df.eval_len == 16 * df.train_len)].value.notna().any()
+
+
+def test_report_from_reference_has_tables_and_plots(tmp_path):
+    from pathlib import Path
+    from harness import report
+    ref = Path(__file__).resolve().parent.parent / "results" / "reference"
+    md = report.build([ref], tmp_path).read_text()
+    for heading in ("Perplexity, nonoverlapping", "positions ≥ train length", "context extension",
+                    "Train tokens/s", "Peak memory", "![extrapolation](extrapolation_lm.png)"):
+        assert heading in md
+    assert "| rope+yarn |" in md and "| alibi |" in md
+    for png in ("extrapolation_lm.png", "extension_lm.png", "throughput.png", "memory.png", "training.png"):
+        assert (tmp_path / png).stat().st_size > 10_000
