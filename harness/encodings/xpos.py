@@ -6,6 +6,11 @@ from harness.encodings._base import Encoding
 from harness.rope import LAYOUTS, apply_rotary, frequencies, rotary_table
 
 
+def zeta(head_dim, device=None, dtype=torch.float32):
+    """Per-pair decay bases zeta_j = (2j/D + 0.4)/1.4 (Sun et al. 2022, torchscale's XPOS), (D/2,)."""
+    return (torch.arange(0, head_dim, 2, device=device, dtype=dtype) + 0.4 * head_dim) / (1.4 * head_dim)
+
+
 class XPos(Encoding):
     """Relative but not norm-preserving. Positions are centred before the power so that zeta^(n/512)
     stays finite in fp16 for long sequences (the centre cancels in the score)."""
@@ -24,11 +29,9 @@ class XPos(Encoding):
         # would cast such buffers and put the phase in bf16 (Modalities #462).
         work = torch.promote_types(torch.float32, q.dtype)
         inv_freq = frequencies("default", self.head_dim, self.base)[0].to(pos.device, work)  # (D/2,)
-        zeta = (torch.arange(0, self.head_dim, 2, device=pos.device, dtype=work) + 0.4 * self.head_dim) / (
-            1.4 * self.head_dim)
         cos, sin = rotary_table(inv_freq, pos, dtype=work)  # (T, D/2)
         centred = (pos - pos.numel() // 2).to(work)
-        scale = zeta ** (centred[:, None] / self.scale_base)  # (T, D/2)
+        scale = zeta(self.head_dim, pos.device, work) ** (centred[:, None] / self.scale_base)  # (T, D/2)
         q = apply_rotary(q, cos * scale, sin * scale, self.layout, self.impl)
         k = apply_rotary(k, cos / scale, sin / scale, self.layout, self.impl)
         return q, k

@@ -10,6 +10,7 @@ import math
 import torch
 
 from harness.encodings import build
+from harness.encodings.xpos import zeta as xpos_zeta
 from harness.measure.precision_pipelines import DTYPES, MAX_LEN, inv_freq_fp64, row, window_rows, windows
 from harness.rope import apply_rotary
 
@@ -62,7 +63,7 @@ def _xpos_reference(enc, q, k, pos, base):
     inv = inv_freq_fp64(q.shape[-1], base)
     phase = pos.double()[:, None] * inv  # (T, D/2)
     centred = (pos - pos.numel() // 2).double()  # the module's centring, which cancels in q.k
-    scale = enc.zeta.double() ** (centred[:, None] / enc.scale_base)  # (T, D/2)
+    scale = xpos_zeta(enc.head_dim, dtype=torch.float64) ** (centred[:, None] / enc.scale_base)  # (T, D/2)
     cos, sin = phase.cos(), phase.sin()
     return (apply_rotary(q, cos * scale, sin * scale, enc.layout, "eager"),
             apply_rotary(k, cos / scale, sin / scale, enc.layout, "eager"))
