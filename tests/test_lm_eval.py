@@ -158,6 +158,7 @@ def test_evaluate_writes_rows_into_the_run(run_dir):
     assert len(df) == len(new) and set(df.metric) == set(new.metric)
 
 
+@pytest.mark.slow
 def test_cli_subprocess(run_dir):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LMEVAL_LOG_LEVEL": "DEBUG"}
     cmd = [sys.executable, "-m", "harness.lm_eval", "--model", "harness", "--model_args", f"run={run_dir}",
