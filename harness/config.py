@@ -128,6 +128,9 @@ class EvalConfig:
     extension: ExtensionConfig = field(default_factory=ExtensionConfig)
     throughput_repeats: int = 5
     warmup: int = 2
+    # lm-eval tasks (tasks/*.yaml or cached hub tasks) run on the trained model in the same job
+    # (harness.eval.rows_for_model); [] = none. `make eval` runs them later on a run dir instead.
+    lm_eval_tasks: List[str] = field(default_factory=list)
 
     def __post_init__(self):
         _choice("eval.protocol", self.protocol, PROTOCOLS)

@@ -2,6 +2,7 @@
 
 Order of writes: status 'running' first; at the end train_log, checkpoint, rows, then the final status.
 A run killed at any point has no finished status, so a rerun restarts it; a finished run is skipped."""
+import importlib
 import time
 import traceback
 from pathlib import Path
@@ -45,6 +46,9 @@ def measure(model, task, cfg: Config, device, generator, progress):
                         "bytes", "eval")
     rows += task.evaluate(model, cfg, device, progress)
     rows += extension.rows(model, task, cfg, device, generator, progress)
+    if ev.lm_eval_tasks:  # imported only when asked: lm-eval is a heavy import
+        lm_eval = importlib.import_module("harness.eval")
+        rows += lm_eval.rows_for_model(model, cfg, list(ev.lm_eval_tasks), device=device, progress=progress)
     return rows
 
 
