@@ -155,7 +155,8 @@ def test_extension_after_finetune_adds_rows(tmp_path):
     assert runner.run(cfg, tmp_path / "run", progress=False)["status"] == "ok"
     params = [json.loads(p) for p in results.load(tmp_path / "run").params]
     tuned = [p for p in params if "finetune_len" in p]
-    assert tuned and all(p["finetune_len"] == 32 and p["factor"] == 2.0 and p["extension"] == "yarn" for p in tuned)
+    assert {p["extension"] for p in tuned} == {"yarn", "default"}  # default: the fine-tuned control
+    assert all(p["finetune_len"] == 32 and p["factor"] == (2.0 if p["extension"] == "yarn" else 1.0) for p in tuned)
     assert all(p["scaling"]["beta_fast"] == 4.0 for p in params if p.get("extension") == "yarn")
 
 

@@ -6,7 +6,8 @@ for the same one built with rope_type = <extension> and HF rope_scaling keys; it
 over (plain RoPE has none, so the swap is exact). Rows keep the trained encoding's name; their params
 JSON gains `extension` and `factor` (and rope_type/scaling are the applied ones), and for fine-tuned variants `finetune_steps` and
 `finetune_len`. Optionally each extension is also fine-tuned briefly at a longer length first
-(PI, Chen et al. 2023: ~1000 steps at the target length; here eval.extension.finetune_steps)."""
+(PI, Chen et al. 2023: ~1000 steps at the target length; here eval.extension.finetune_steps), with the
+unscaled RoPE fine-tuned the same way as a control (extension 'default')."""
 import copy
 import dataclasses
 import inspect
@@ -76,6 +77,10 @@ def rows(model, task, cfg, device, generator, progress=True):
                 out.append(r)
         if ext.finetune_steps > 0:
             out += _finetuned(model, task, cfg, rope_type, lens, device, generator, progress)
+    if ext.finetune_steps > 0 and ext.types:
+        # control: the unscaled RoPE fine-tuned the same way, so an extension's gain is not confused with
+        # the gain of the extra training steps (rows: extension 'default', factor 1)
+        out += _finetuned(model, task, cfg, "default", lens, device, generator, progress)
     return out
 
 
@@ -84,7 +89,7 @@ def _finetuned(model, task, cfg, rope_type, lens, device, generator, progress):
     ext, train_len = cfg.eval.extension, cfg.train.seq_len
     out = []
     for FL in ext.finetune_lens or [4 * train_len]:
-        f = factor_for(rope_type, ext, FL, train_len)
+        f = 1.0 if rope_type == "default" else factor_for(rope_type, ext, FL, train_len)
         scale = scaling(rope_type, f, ext, train_len)
         m = extended(copy.deepcopy(model), cfg.model, cfg.encoding, rope_type, scale)
         tcfg = dataclasses.replace(cfg.train, seq_len=FL, steps=ext.finetune_steps,
