@@ -13,13 +13,18 @@ def table(pos, d_model, base=10000.0):
 
 
 class Sinusoidal(Encoding):
-    """No parameters; computed on the fly for whatever positions arrive."""
+    """No parameters; computed on the fly for whatever positions arrive.
 
-    def __init__(self, *, d_model, base=10000.0):
+    Vaswani et al. multiply token embeddings by sqrt(d_model) before adding the unit-amplitude table; our
+    embeddings are initialised at std 0.02 and tied to the output, so we scale the table by `scale`
+    (default d_model^-1/2) instead: the same ratio. Unscaled, the table swamped the tokens (PPL 20 on kjv)."""
+
+    def __init__(self, *, d_model, base=10000.0, scale=None):
         super().__init__()
         if d_model % 2:
             raise ValueError(f"sinusoidal needs an even d_model, got {d_model}")
         self.d_model, self.base = d_model, float(base)
+        self.scale = d_model ** -0.5 if scale is None else float(scale)
 
     def embed(self, x, pos):
-        return x + table(pos, self.d_model, self.base).to(x.dtype)
+        return x + self.scale * table(pos, self.d_model, self.base).to(x.dtype)
