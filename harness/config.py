@@ -8,6 +8,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from harness import encodings
+from harness.measure.precision_pipelines import Pipeline, load_pipeline, pipeline_names
 from harness.model import ATTENTIONS
 
 PROTOCOLS = ("nonoverlapping", "sliding", "both")
@@ -148,6 +149,63 @@ class EvalConfig:
 
 
 @dataclass
+class PipelineConfig:
+    """A RoPE precision pipeline's stage dtypes (harness.measure.precision_pipelines.Pipeline, which is
+    frozen and so cannot take Hydra overrides itself); validated by building that Pipeline."""
+
+    name: str = "fp32"
+    positions: str = "fp32"
+    inv_freq: str = "fp32"
+    phase: str = "fp32"
+    table: str = "fp32"
+    rotation: str = "fp32"
+    activations: str = "fp32"
+
+    def __post_init__(self):
+        self.build()
+
+    def build(self) -> Pipeline:
+        return Pipeline(**vars(self))
+
+
+@dataclass
+class PrecisionConfig:
+    """Model-level precision on the trained model (harness.measure.precision_model), and the RoPE kernel
+    pipeline a run names. The sweep report's kernel section covers every conf/precision preset once per
+    sweep, plus `pipeline` when a run sets one that is not a preset (`precision=<preset>` picks a preset;
+    `precision.pipeline.<stage>=<dtype> precision.pipeline.name=<new>` composes a new one)."""
+
+    model_level: bool = True
+    dtypes: List[str] = field(default_factory=lambda: ["bf16", "fp16"])
+    protocols: List[str] = field(default_factory=lambda: ["autocast", "cast"])
+    lens: Optional[List[int]] = None  # None = train.seq_len and the longest eval length
+    max_tokens: int = 512  # scored tokens per length for ppl_gap / kl_fp32 (at least one whole window)
+    shifts: List[int] = field(default_factory=lambda: [0, 64, 256, 1000, 2000])  # AnchorAttention D1
+    anchor_shift: int = 16  # AnchorAttention D2
+    pipeline: Optional[PipelineConfig] = None
+
+    def __post_init__(self):
+        from harness.measure.precision_model import LOW_DTYPES, PROTOCOLS
+        for dt in self.dtypes:
+            _choice("precision.dtypes entry", dt, LOW_DTYPES)
+        for p in self.protocols:
+            _choice("precision.protocols entry", p, PROTOCOLS)
+        _positive("precision", self, ("max_tokens",))
+        if self.lens is not None and (not self.lens or min(self.lens) < 1):
+            raise ValueError(f"precision.lens must be a non-empty list of lengths >= 1, got {self.lens}")
+        if min(self.shifts, default=0) < 0 or self.anchor_shift < 0:
+            raise ValueError(f"precision.shifts and anchor_shift must be >= 0, got {self.shifts}, {self.anchor_shift}")
+        p = self.pipeline.build() if self.pipeline is not None else None
+        if p is not None and p.name in pipeline_names() and p != load_pipeline(p.name):
+            raise ValueError(f"precision.pipeline differs from the preset {p.name!r}; give it a new name "
+                             f"(precision.pipeline.name=...) so its rows are not mistaken for the preset's")
+
+    def resolved_lens(self, train_len, eval_lens):
+        """The lengths of ppl_gap / kl_fp32 / anchor_d_logit, sorted."""
+        return sorted(set(self.lens if self.lens is not None else [train_len, max(eval_lens)]))
+
+
+@dataclass
 class WandbConfig:
     """W&B sink: offline by default (files inside the run dir; `wandb sync` later)."""
 
@@ -168,6 +226,7 @@ class Config:
     task: TaskConfig = field(default_factory=TaskConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     seed: int = 0
     sweep: str = "single"  # the sweep name written into every row and used as the W&B group

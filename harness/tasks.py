@@ -52,6 +52,13 @@ class LMTask:
         x, y = self.data.lm_batch(self.splits["train"], batch_size, seq_len, generator)
         return x, y, None, None
 
+    def eval_batch(self, length, max_tokens, split="val"):
+        """(x, y, mask, pos): nonoverlapping windows of the split, at least one whole window; pos None."""
+        ws = self.data.eval_windows(self.splits[split], length, protocol="nonoverlapping",
+                                    max_tokens=max(max_tokens, length))
+        x, y, mask = (torch.cat(t) for t in zip(*ws))
+        return x, y, mask, None
+
     def evaluate(self, model, cfg, device, progress=True):
         from harness.measure import extrapolation
         return extrapolation.lm_rows(model, self.data, self.splits[cfg.eval.split], cfg, device, progress)
@@ -78,6 +85,12 @@ class SyntheticTask:
 
     def batch(self, n, length, generator, **extra):
         return self.fn(n, length, generator, **self.params, **extra)
+
+    def eval_batch(self, length, max_tokens, split="val"):
+        """(x, y, mask, pos): max_tokens // length sequences (at least one), one seeded test set per length."""
+        generator = torch.Generator().manual_seed(1_000_003 + length)
+        b = self.batch(max(1, max_tokens // length), length, generator)
+        return b.x, b.y, b.mask, b.pos
 
     def evaluate(self, model, cfg, device, progress=True):
         from harness.measure import extrapolation
