@@ -12,6 +12,7 @@ TORCH ?= torch==2.13.0
 BENCH_ENV := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456
 SWEEP ?= default
 RESULTS ?= results/sweeps
+CLAIMS_OUT ?= results/claims
 
 .PHONY: help install test test-fast sweep report bench bench-check eval claims clean
 
@@ -58,6 +59,12 @@ TASKS ?= pystdlib_ppl,passkey,kv_recall,copy,reverse
 eval: install  ## lm-eval TASKS (default: the offline ones in tasks/) on run dir RUN -> rows in RUN/rows.parquet
 	@test -n "$(RUN)" || { echo "make eval needs RUN=<run dir with checkpoint.pt>, e.g. RUN=results/sweeps/default/encoding=rope"; exit 2; }
 	$(PY) -m harness.eval "$(RUN)" --tasks $(TASKS)
+
+# Claims of the reference notes (issue 8): the sweeps they need (finished runs are skipped), then the table.
+CLAIM_SWEEPS := default base_ablation claims
+claims: install  ## test the reference notes' claims -> results/claims/claims.md + plots (< 30 min on 2 cores from scratch)
+	for s in $(CLAIM_SWEEPS); do $(PY) -m harness -m sweep=$$s out=$(dir $(RESULTS)) || exit 1; done
+	$(PY) -m harness.claims --sweeps $(RESULTS) --out $(CLAIMS_OUT)
 
 clean:  ## remove the venv and caches (results are kept)
 	rm -rf $(VENV) .pytest_cache .benchmarks
