@@ -12,7 +12,7 @@ import torch
 from harness import model as model_lib
 from harness import results, tasks, train, wandb_sink
 from harness.config import Config, to_dict
-from harness.measure import extension, extrapolation, memory, throughput
+from harness.measure import extension, extrapolation, memory, precision_model, throughput
 
 
 def _rows(metric, value, unit, *, eval_len=None, protocol="train", **extra):
@@ -32,7 +32,7 @@ def _per_length(fn, lens, metric, unit, protocol):
 
 
 def measure(model, task, cfg: Config, device, generator, progress):
-    """Throughput, memory, extrapolation and extension rows for a trained model."""
+    """Throughput, memory, extrapolation, extension and model-level precision rows for a trained model."""
     lens, ev = cfg.eval.resolved_lens(cfg.train.seq_len), cfg.eval
     rows = [_rows("train_tokens_per_s", throughput.train_tokens_per_s(
                 model, cfg.train, device, warmup=ev.warmup, repeats=ev.throughput_repeats),
@@ -46,6 +46,11 @@ def measure(model, task, cfg: Config, device, generator, progress):
                         "bytes", "eval")
     rows += task.evaluate(model, cfg, device, progress)
     rows += extension.rows(model, task, cfg, device, generator, progress)
+    pr = cfg.precision
+    if pr.model_level:  # bf16/fp16 evaluation against fp32 (issue 4, item 7)
+        rows += precision_model.rows(model, task, train_len=cfg.train.seq_len, lens=pr.resolved_lens(
+            cfg.train.seq_len, lens), dtypes=pr.dtypes, protocols=pr.protocols, max_tokens=pr.max_tokens,
+            shifts=pr.shifts, anchor_shift=pr.anchor_shift)
     if ev.lm_eval_tasks:  # imported only when asked: lm-eval is a heavy import
         lm_eval = importlib.import_module("harness.eval")
         rows += lm_eval.rows_for_model(model, cfg, list(ev.lm_eval_tasks), device=device, progress=progress)
