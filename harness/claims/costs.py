@@ -64,10 +64,13 @@ def cache(ctx):
             c, s = rotary_table(inv, pos)
             return apply_rotary(q, c, s), apply_rotary(k, c, s)
         n[f"onfly_over_cached_{T}"] = median_s(onfly, inner=20) / median_s(cached, inner=20)
+    png = plot(ctx.out / "c11_cache.png", {"cache bytes (cos+sin, fp32)": (list(lens), cache_bytes),
+                                           "on-the-fly bytes (inv_freq)": (list(lens), [inv.nbytes] * len(lens))},
+               xlabel="cached positions L", ylabel="bytes", logx=True, logy=True, title="RoPE table memory, head_dim 64")
     return Evidence(n, f"cache of cos+sin (fp32, head_dim {D}): {fmt(n['cache_bytes_16k'] / 2**20)} MiB at 16k "
                        f"positions, grows {fmt(n['cache_growth'])}x for {fmt(n['len_growth'])}x length; on the fly "
                        f"holds inv_freq only ({n['onfly_bytes']:.0f} B). Time on the fly / cached (q, k of 4 heads): "
-                       f"{fmt(n['onfly_over_cached_64'])} at T=64, {fmt(n['onfly_over_cached_1024'])} at T=1024")
+                       f"{fmt(n['onfly_over_cached_64'])} at T=64, {fmt(n['onfly_over_cached_1024'])} at T=1024", png)
 
 
 def cache_rule(n):

@@ -192,8 +192,11 @@ def sinusoidal_linear(ctx):
         pred = torch.stack((sin_k * c + cos_k * s, cos_k * c - sin_k * s), -1).flatten(-2)
         errs.append(float((pred - tab[delta:]).abs().amax(-1).max()))
     n = dict(max_err=max(errs))
+    png = plot(ctx.out / "c13_sinusoidal_linear.png", {"max_k |p_(k+delta) - T(delta) p_k|": (
+        [1, 7, 100, 1000], [max(e, 1e-18) for e in errs])}, xlabel="delta", ylabel="max abs error", logx=True,
+        logy=True, title="Sinusoidal PE: T(delta) independent of k (fp64)")
     return Evidence(n, f"T(delta) = per-pair rotation by delta*w_i (built from delta alone) maps p_k to p_(k+delta) "
-                       f"for all k < 10000, delta in 1, 7, 100, 1000: max abs error {fmt(n['max_err'])} (fp64)")
+                       f"for all k < 10000, delta in 1, 7, 100, 1000: max abs error {fmt(n['max_err'])} (fp64)", png)
 
 
 def sinusoidal_linear_rule(n):

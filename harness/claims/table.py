@@ -119,6 +119,10 @@ def plot(path, series, *, xlabel, ylabel, title, logx=False, logy=False, hlines=
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     if logx:
         ax.set_xscale("log")
+        xs = sorted({x for xs, _ in series.values() for x in xs})
+        if len(xs) <= 12:  # plain labels at the measured points, not 2x10^0
+            ax.set_xticks(xs, [f"{x:g}" for x in xs])
+            ax.minorticks_off()
     if logy:
         ax.set_yscale("log")
     if len(series) > 1:
