@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from harness import model as model_lib
-from harness import results, tasks, train, wandb_sink
+from harness import distributed, results, tasks, train, wandb_sink
 from harness.config import Config, to_dict
 from harness.measure import extension, extrapolation, memory, precision_model, throughput
 
@@ -68,7 +68,9 @@ def run(cfg: Config, run_dir, run_id=None, progress=True):
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = torch.device(cfg.device)
-    results.write_json(run_dir / results.STATUS, {"status": "running", "run_id": run_id})
+    writer = distributed.rank() == 0  # under torchrun rank 0 measures and writes; the others only train
+    if writer:
+        results.write_json(run_dir / results.STATUS, {"status": "running", "run_id": run_id})
     t_start = time.perf_counter()
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
@@ -81,14 +83,21 @@ def run(cfg: Config, run_dir, run_id=None, progress=True):
     except Exception as e:  # noqa: BLE001 - recorded as 'failed'; the sweep's other runs go on; exit code says so
         status = {"status": "failed", "message": f"{type(e).__name__}: {e}", "run_id": run_id,
                   "traceback": traceback.format_exc(limit=8)}
-        results.write_json(run_dir / results.STATUS, status)
+        if writer:
+            results.write_json(run_dir / results.STATUS, status)
         print(f"failed {run_id}: {status['message']}")
         return status
+    if not writer:
+        return {"status": fit.status, "message": fit.message, "run_id": run_id, "rank": distributed.rank()}
     results.write_train_log(run_dir, fit.log)
     status = {"status": fit.status, "message": fit.message, "run_id": run_id, "steps": fit.steps,
-              "train_wall_s": round(fit.wall_s, 3), "task": task.describe()}
+              "train_wall_s": round(fit.wall_s, 3), "task": task.describe(),
+              "world_size": distributed.world_size()}
     rows = [_rows("train_loss", r["loss"], "nats", step=r["step"]) for r in fit.log]
-    rows += [_rows("train_wall_s", fit.wall_s, "s"), _rows("train_steps", fit.steps, "steps")]
+    rows += [_rows("train_wall_s", fit.wall_s, "s"), _rows("train_steps", fit.steps, "steps"),
+             # the training loop's global-batch tokens/s: all ranks together under torchrun
+             _rows("train_loop_tokens_per_s", fit.log[-1]["tokens"] / max(fit.wall_s, 1e-9) if fit.log else 0.0,
+                   "tokens/s", world_size=distributed.world_size())]
     try:
         if fit.status == "ok":
             rows += measure(net, task, cfg, device, generator, progress)

@@ -1,4 +1,7 @@
-"""The training loop: AdamW, warm-up + cosine schedule, NaN guard, loss log, progress bar."""
+"""The training loop: AdamW, warm-up + cosine schedule, NaN guard, loss log, progress bar.
+
+Under torchrun the same loop trains a DistributedDataParallel model: each rank steps on its slice of
+the global batch (harness.distributed); the logged loss and token counts are the global batch's."""
 import math
 import time
 from dataclasses import dataclass, field
@@ -7,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from harness import tasks
+from harness import distributed, tasks
 
 
 def masked_loss(logits, y, mask):
@@ -36,10 +39,13 @@ def optimizer(model, train_cfg):
                               {"params": rest, "weight_decay": 0.0}], lr=train_cfg.lr, betas=(0.9, 0.95))
 
 
-def step(model, opt, batch, train_cfg, device):
-    """One fwd + bwd + optimizer step; returns the loss tensor (not synchronised)."""
+def step(model, opt, batch, train_cfg, device, weight=1.0):
+    """One fwd + bwd + optimizer step; returns the loss tensor (not synchronised). `weight` scales this
+    rank's loss so that DDP's gradient average is the global batch's (harness.distributed.shard)."""
     x, y, mask, pos = (t.to(device) if t is not None else None for t in batch)
     loss = masked_loss(model(x, pos), y, mask)
+    if weight != 1.0:
+        loss = loss * weight
     opt.zero_grad(set_to_none=True)
     loss.backward()
     if train_cfg.grad_clip:
@@ -59,18 +65,24 @@ class TrainResult:
 
 
 def fit(model, task, train_cfg, generator, device="cpu", progress=True, desc="train"):
-    """Train `model` on `task`; stop at the first non-finite loss (status 'diverged', log kept)."""
+    """Train `model` on `task`; stop at the first non-finite loss (status 'diverged', log kept).
+    Under torchrun every rank calls this with the same arguments; `tokens` counts all ranks."""
+    distributed.check_batch(train_cfg.batch_size)
     opt = optimizer(model, train_cfg)
     model.train()
+    net = distributed.wrap(model, device)  # trains `model`'s own parameters
     result, tokens, t0 = TrainResult(), 0, time.perf_counter()
-    bar = tqdm(range(train_cfg.steps), desc=desc, disable=not progress, leave=False, mininterval=1.0)
+    bar = tqdm(range(train_cfg.steps), desc=desc, disable=not progress or distributed.rank() > 0, leave=False,
+               mininterval=1.0)
     for i in bar:
         for group in opt.param_groups:
             group["lr"] = lr_at(i, train_cfg)
         batch = task.train_batch(train_cfg.batch_size, train_cfg.seq_len, generator)
         batch = tasks.with_positions(batch, train_cfg.max_position, generator)
-        loss = step(model, opt, batch, train_cfg, device).item()
-        tokens += batch[0].numel()
+        part, weight = distributed.shard(batch)
+        # every rank sees the same averaged loss, so all of them stop at the same step on a NaN
+        loss = distributed.mean_over_ranks(step(net, opt, part, train_cfg, device, weight))
+        tokens += batch[0].numel()  # the global batch: all ranks together
         result.steps = i + 1
         if not math.isfinite(loss):
             result.status, result.message = "diverged", f"non-finite loss {loss} at step {i}"
