@@ -1,7 +1,8 @@
 """Run rows -> run dir (atomic writes); any number of run dirs -> one tidy DataFrame (DESIGN.md §4).
 
 Row conventions. `protocol`: `train` (train_loss per `step`, train_wall_s, train_steps,
-train_tokens_per_s, peak_mem_bytes of a training step), `eval` (eval_tokens_per_s and peak_mem_bytes of
+train_tokens_per_s, peak_mem_bytes of a training step; train_loop_tokens_per_s: the training loop's
+global-batch tokens/s over all torchrun ranks, param world_size), `eval` (eval_tokens_per_s and peak_mem_bytes of
 one forward at eval_len), `nonoverlapping` / `sliding<stride>` (lm: ppl, nll_beyond_train), `iid`
 (synthetic: acc, seq_acc), `depth=<d>` (passkey: acc, seq_acc). `params` is JSON: the encoding's
 parameters, plus `extension`, `factor`, the applied `rope_type`/`scaling` (and `finetune_*`) on RoPE

@@ -84,7 +84,7 @@ def test_nan_loss_is_diverged_with_rows_kept(tmp_path, monkeypatch):
 
 
 def test_same_seed_gives_identical_metrics(tmp_path):
-    timing = ["train_wall_s", "train_tokens_per_s", "eval_tokens_per_s"]
+    timing = ["train_wall_s", "train_tokens_per_s", "eval_tokens_per_s", "train_loop_tokens_per_s"]
     frames = []
     for name in ("a", "b"):
         runner.run(tiny(tmp_path), tmp_path / name, progress=False)
