@@ -120,15 +120,19 @@ def learned_freq(ctx):
     rf = _state(ctx, "default", "encoding=rope_rf")
     a = next((v for k, v in (state or {}).items() if k.endswith("log_scale")), None)
     alpha = next((float(v) for k, v in (rf or {}).items() if k.endswith("alpha")), math.nan)
+    df = rows(ctx, "default")
+    init = df[(df.encoding == "rope_rf") & (df.protocol == "train")].params.map(lambda p: json.loads(p).get(
+        "alpha_init", math.nan))
+    init = float(init.iloc[0]) if len(init) else math.nan
     if a is None:
         return Evidence(dict(max_rel=math.nan, mean_rel=math.nan), "no fresh rope_learned_freq checkpoint")
     rel = a.double().exp() - 1  # theta_i / theta_i(init) - 1
     n = dict(max_rel=float(rel.abs().max()), mean_rel=float(rel.abs().mean()), alpha=alpha)
     png = plot(ctx.out / "c05_learned_freq.png", {"theta_i / init - 1": (list(range(len(rel))), rel.tolist())},
                xlabel="frequency index i (theta_i = 1e4^(-2i/d) e^(a_i))", ylabel="relative change",
-               title="Learned RoPE frequencies after 300 steps", kind="bar")
-    return Evidence(n, f"after 300 steps (sweep default): |theta_i/theta_i(init) - 1| max {fmt(n['max_rel'])}, "
-                       f"mean {fmt(n['mean_rel'])} over {len(rel)} frequencies; rope_rf alpha 0.1 -> {fmt(alpha)}", png)
+               title="Learned RoPE frequencies after training", kind="bar")
+    return Evidence(n, f"after training (sweep default): |theta_i/theta_i(init) - 1| max {fmt(n['max_rel'])}, "
+                       f"mean {fmt(n['mean_rel'])} over {len(rel)} frequencies; rope_rf alpha {fmt(init)} -> {fmt(alpha)}", png)
 
 
 def learned_freq_rule(n):
