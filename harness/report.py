@@ -16,7 +16,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from harness import results  # noqa: E402
+from harness import report_precision, results  # noqa: E402
+from harness.measure.precision_model import PARAM_KEYS  # noqa: E402
+from harness.measure.precision_pipelines import MAX_LEN  # noqa: E402
 
 EXTENSION_KEYS = ("extension", "factor", "rope_type", "scaling", "finetune_steps", "finetune_len",
                   "finetune_status", "nan_reason")
@@ -27,7 +29,7 @@ STYLES, MARKERS = ("-", "--", ":"), ("o", "s", "^")  # 10 colours x 3 styles: 30
 def variants(df: pd.DataFrame) -> pd.Series:
     """A readable label per row (see module docstring)."""
     params = df["params"].map(json.loads)
-    own = params.map(lambda p: {k: v for k, v in p.items() if k not in EXTENSION_KEYS})
+    own = params.map(lambda p: {k: v for k, v in p.items() if k not in EXTENSION_KEYS + PARAM_KEYS})
     label = df["encoding"].copy()
     for enc in df["encoding"].unique():
         rows = df["encoding"] == enc
@@ -146,8 +148,9 @@ def plot_passkey(df, out, made):
     made.append("passkey.png")
 
 
-def build(paths, out):
-    """Write out/report.md and out/*.png from the rows under paths; returns the report path."""
+def build(paths, out, kernel_max_len=MAX_LEN):
+    """Write out/report.md and out/*.png from the rows under paths; returns the report path.
+    kernel_max_len: longest position of the precision section's kernel-level grid."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     df = results.load(*paths)
@@ -216,6 +219,7 @@ def build(paths, out):
                md_table(pd.concat([mem.rename("train").to_frame(),
                                    pivot(tp, "peak_mem_bytes", "eval", scale=MiB)], axis=1).rename_axis("variant")),
                "", "![memory](memory.png)\n"]
+    md += report_precision.section(df, paths, out, made, md_table, kernel_max_len)
     plot_training(df, out, made)
     wall = df[df.metric == "train_wall_s"].groupby("variant")["value"].median()
     md += ["## Training\n", "![training](training.png)\n" if "training.png" in made else "",
@@ -233,9 +237,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m harness.report", description=__doc__.splitlines()[0])
     p.add_argument("paths", nargs="*", default=["results/sweeps/default"], help="sweep or run dirs")
     p.add_argument("--out", default=None, help="output dir (default: the first path)")
+    p.add_argument("--kernel-max-len", type=int, default=MAX_LEN, help="precision section: kernel grid length")
     a = p.parse_args(argv)
     try:
-        path = build(a.paths, a.out or a.paths[0])
+        path = build(a.paths, a.out or a.paths[0], a.kernel_max_len)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"harness.report: error: {e}")
     print(f"wrote {path}")

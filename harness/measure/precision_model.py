@@ -32,6 +32,7 @@ from harness.measure.precision_bias import PROTOCOLS
 from harness.measure.precision_pipelines import DTYPES, windows as log_windows
 
 LOW_DTYPES = ("fp32", "bf16", "fp16")
+PARAM_KEYS = ("seq_len", "shift", "anchor_shift")  # measurement knobs in params (not the encoding's)
 
 
 def _row(metric, value, unit, *, eval_len, protocol, dtype, **params):
@@ -96,7 +97,7 @@ def gap_rows(model, task, lens, variants_, *, max_tokens, device):
             low = _logprobs(net, ctx, x, pos)
             nll = -low.gather(-1, y[..., None])[..., 0].double()
             gap = math.exp(float((nll * m).sum() / m.sum())) - ppl_ref
-            rows.append(_row("ppl_gap", gap, "ppl", eval_len=L, protocol=protocol, dtype=dt, ppl_fp32=ppl_ref))
+            rows.append(_row("ppl_gap", gap, "ppl", eval_len=L, protocol=protocol, dtype=dt))
             kl = (ref.exp() * (ref - low)).sum(-1).double()  # (n, L) KL(p_fp32 || p_low) per token
             per_pos = (kl * m).sum(0) / count  # (L,)
             edges = log_windows(L)

@@ -1,0 +1,143 @@
+"""The report's precision section (issue 4): kernel-level rows once per sweep, model-level rows per run.
+
+Kernel rows (harness.measure.precision.precision_report_rows) do not depend on a run, so the report
+computes them once and caches them next to report.md as precision_kernel-<hash>.parquet (the hash covers
+the pipelines and max_len; delete the file to recompute). The pipelines are every conf/precision preset
+plus any other pipeline a run named (precision.pipeline in its .hydra/config.yaml)."""
+import hashlib
+import io
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import yaml
+
+from harness import results
+from harness.measure.precision import precision_report_rows, safe_length
+from harness.measure.precision_pipelines import MAX_LEN, Pipeline, load_pipeline, pipeline_names
+
+KL_SAFE = 1e-3  # nats: the model-level "safe" bound on the mean next-token KL against fp32
+
+
+def run_pipelines(paths):
+    """Pipelines named by the runs' Hydra configs that are not presets (a preset is covered anyway)."""
+    found = {}
+    for path in paths:
+        for d in results.run_dirs(path):
+            f = d / ".hydra" / "config.yaml"
+            spec = ((yaml.safe_load(f.read_text()) or {}).get("precision") or {}).get("pipeline") if f.exists() else None
+            if spec and spec["name"] not in pipeline_names():
+                found[spec["name"]] = Pipeline(**spec)
+    return list(found.values())
+
+
+def kernel_rows(paths, out, max_len=MAX_LEN):
+    """The kernel-level rows as a DataFrame, computed once per sweep and cached in out."""
+    pipelines = [load_pipeline(n) for n in pipeline_names()] + run_pipelines(paths)
+    key = json.dumps([[asdict(p) for p in pipelines], max_len], sort_keys=True)
+    cache = Path(out) / f"precision_kernel-{hashlib.sha256(key.encode()).hexdigest()[:10]}.parquet"
+    if cache.exists():
+        return pd.read_parquet(cache)
+    df = pd.DataFrame(precision_report_rows(pipelines=pipelines, max_len=max_len))
+    df["eval_len"] = df["eval_len"].astype("Int64")
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    results.atomic_write(cache, buf.getvalue())
+    return df
+
+
+def _meta(df):
+    return df["params"].map(json.loads)
+
+
+def _loglog(pt, title, xlabel, ylabel, out, name, made):
+    """One line per row of pt (label x x), log-log."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for i, (label, r) in enumerate(pt.iterrows()):
+        r = r.dropna()
+        ax.plot(r.index.astype(float), r.values.clip(min=1e-12), marker="o", ms=3, label=label,
+                color=plt.get_cmap("tab10")(i % 10), ls=("-", "--", ":")[i // 10 % 3])
+    ax.set(xscale="log", yscale="log", title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(Path(out) / name, dpi=110)
+    plt.close(fig)
+    made.append(name)
+
+
+def _kernel_plots(k, out, made, md):
+    rope = k[k.encoding == "rope"]
+    meta = _meta(rope)
+    unit_d1 = meta.map(lambda m: m.get("key") == "unit" and m.get("distance") == 1)
+    for metric, sel, title, xlabel, name in (
+            ("phase_err_rad", None, "RoPE phase error vs position (max per window)", "position", "precision_phase.png"),
+            ("logit_err", None, "attention-logit error vs relative distance (offset 0)", "distance",
+             "precision_logit.png"),
+            ("shift_variance", unit_d1, "shift variance: std of one logit (distance 1) over offsets < x",
+             "offset", "precision_shift.png")):
+        d = rope[(rope.metric == metric) & (sel if sel is not None else True)]
+        if d.empty:
+            continue
+        pt = d.pivot_table(index="protocol", columns="eval_len", values="value", aggfunc="max")
+        _loglog(pt, title, xlabel, metric, out, name, made)
+        md.append(f"![{metric}]({name})\n")
+
+
+def _safe_table(k, md_table):
+    """Safe-length table per pipeline (RoPE) and per encoding x protocol x dtype (bias encodings, xPos)."""
+    safe = k[k.metric == "safe_length"].copy()
+    meta = _meta(safe)
+    keep = meta.map(lambda m: m.get("key", "unit") == "unit" and m.get("distance", 1) == 1)
+    safe, meta = safe[keep], meta[keep]
+    safe["bound"] = meta.map(lambda m: f"{m['of']}<={m['threshold']:g}")
+    safe["row"] = safe.encoding.where(safe.encoding == "rope", safe.encoding + " " + safe.protocol + " " + safe.dtype)
+    safe.loc[safe.encoding == "rope", "row"] = "rope pipeline " + safe.protocol
+    censored = meta.map(lambda m: m["censored"])
+    safe["L"] = safe.value.astype(int).astype(str).where(~censored, safe.value.astype(int).astype(str) + "+")
+    pt = safe.pivot_table(index="row", columns="bound", values="L", aggfunc="first").fillna("—")
+    pt.index.name = "pipeline / encoding"
+    return md_table(pt, "{}")
+
+
+def section(df, paths, out, made, md_table, kernel_max_len=MAX_LEN):
+    """Markdown lines (and plots) of the precision section; [] when no run has model-level rows."""
+    model = df[df.metric.isin(["ppl_gap", "kl_fp32", "anchor_d", "anchor_d_logit"])].copy()
+    if model.empty:
+        return []
+    md = ["## Precision: FP16/BF16 against FP32\n",
+          "Kernel level (RoPE pipelines and bias encodings, against fp64; computed once per sweep): "
+          "'safe up to L' is the longest length whose every window stays within the bound "
+          "(L+ = safe to the end of the grid).\n"]
+    k = kernel_rows(paths, out, kernel_max_len)
+    md += [_safe_table(k, md_table), ""]
+    _kernel_plots(k, out, made, md)
+    model["series"] = model.variant + " " + model.dtype + " " + model.protocol
+    kl = model[model.metric == "kl_fp32"]
+    kl = kl[kl.params.map(lambda p: json.loads(p)["seq_len"]) == kl.params.map(lambda p: json.loads(p)["seq_len"]).max()]
+    if not kl.empty:
+        L = json.loads(kl.params.iloc[0])["seq_len"]
+        low = kl[kl.dtype != "fp32"]
+        _loglog(low.pivot_table(index="series", columns="eval_len", values="value"),
+                f"model: mean next-token KL(fp32 || low) vs position (sequence length {L})", "position (window end)",
+                "KL (nats)", out, "precision_model_kl.png", made)
+        safe = pd.DataFrame(safe_length(low, KL_SAFE, "kl_fp32"))
+        safe["variant"] = low.groupby(["encoding", "protocol", "dtype"]).variant.first().reindex(
+            list(zip(safe.encoding, safe.protocol, safe.dtype))).values
+        safe["cell"] = safe.dtype + " " + safe.protocol
+        pt = safe.pivot_table(index="variant", columns="cell", values="value", aggfunc="min")
+        md += [f"### Model level: safe up to position L (mean KL against fp32 <= {KL_SAFE:g} nats; at most {L})\n",
+               md_table(pt, "{:.0f}"), "", "![model KL](precision_model_kl.png)\n"]
+    for metric, title in (("ppl_gap", "PPL(low) − PPL(fp32) by eval length"),
+                          ("anchor_d", "AnchorAttention D (mean |ΔA| of attention probabilities) by shift D1, "
+                                       "against D2 = 16 at the train length"),
+                          ("anchor_d_logit", "AnchorAttention D_logit (mean |Δ attention logit|, shift 0 vs 16) "
+                                             "by sequence length")):
+        d = model[model.metric == metric]
+        if not d.empty:
+            pt = d.pivot_table(index="series", columns="eval_len", values="value", aggfunc="median")
+            pt.index.name = "variant dtype protocol"
+            md += [f"### {title}\n", md_table(pt), ""]
+    return md

@@ -1,0 +1,101 @@
+"""Model-level precision (issue 4, item 7): exact fp32 baseline, low-precision gaps, rows, config, report."""
+import json
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from harness import config as config_lib
+from harness import lm, report, results, runner, tasks
+from harness.__main__ import CONF
+from harness.measure import precision_model as PM
+from harness.measure.precision_pipelines import table
+from tests.test_runner import tiny
+
+SMALL = dict(train_len=16, lens=[16, 64], max_tokens=64, shifts=(0, 200), anchor_shift=16)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One tiny trained run (runner.run: 4 steps), with its model-level precision rows."""
+    tmp = tmp_path_factory.mktemp("pm")
+    cfg = tiny(tmp, **{"precision.lens": [16, 64], "precision.max_tokens": 64, "precision.shifts": [0, 200]})
+    assert runner.run(cfg, tmp / "run", progress=False)["status"] == "ok"
+    cfg, net = lm.load_run(tmp / "run")
+    return tmp / "run", cfg, net, tasks.build(cfg.task, cfg.seed)
+
+
+def _by(rows, **sel):
+    return [r for r in rows if all(r.get(k, r["extra_params"].get(k)) == v for k, v in sel.items())]
+
+
+def test_fp32_is_exactly_zero_and_bf16_cast_is_not(run):
+    _, _, net, task = run
+    rows = PM.rows(net, task, dtypes=("bf16",), protocols=("cast",), **SMALL)
+    base = _by(rows, dtype="fp32")
+    assert {r["metric"] for r in base} == {"ppl_gap", "kl_fp32", "anchor_d", "anchor_d_logit"}
+    assert all(r["value"] == 0.0 for r in base if r["metric"] in ("ppl_gap", "kl_fp32"))
+    kl = _by(rows, metric="kl_fp32", dtype="bf16", protocol="cast")
+    assert kl and all(r["value"] > 0 for r in kl)
+    # RoPE is relative: shifting every position changes attention only by rounding, far more in bf16
+    d32, d16 = (max(r["value"] for r in _by(rows, metric="anchor_d", dtype=dt)) for dt in ("fp32", "bf16"))
+    assert 0 <= d32 < d16 / 100
+    assert next(net.parameters()).dtype == torch.float32  # the cast worked on a copy
+
+
+def test_autocast_fp16_and_unknown_choices(run):
+    _, _, net, task = run
+    rows = PM.rows(net, task, dtypes=("fp16",), protocols=("autocast",), baseline=False, **SMALL)
+    assert {(r["dtype"], r["protocol"]) for r in rows} == {("fp16", "autocast")}
+    assert all(r["value"] == r["value"] for r in rows)  # no NaN: rope represents every length and shift
+    with pytest.raises(ValueError, match=r"unknown precision dtype 'bf17'; expected one of \['fp32', 'bf16', 'fp16'\]"):
+        PM.variants(net, ("bf17",), ("cast",))
+    with pytest.raises(ValueError, match="unknown precision protocol 'half'; expected one of"):
+        PM.variants(net, ("bf16",), ("half",))
+
+
+def test_guarded_rope_table_in_autocast_is_the_fp32_pipeline(run):
+    """The model's RoPE keeps its phase in fp32 under autocast: bit-identical to the `fp32` pipeline."""
+    _, _, net, _ = run
+    pos = torch.arange(4096)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cos, sin = net.encoding.table(pos, torch.bfloat16)
+    ref_cos, ref_sin = table("fp32", pos, net.encoding.head_dim, net.encoding.base)
+    assert cos.dtype == torch.float32 and torch.equal(cos, ref_cos) and torch.equal(sin, ref_sin)
+
+
+def test_runner_rows_have_design_columns(run):
+    run_dir = run[0]
+    df = results.load(run_dir)
+    assert list(df.columns) == results.COLUMNS
+    pm = df[df.metric.isin(["ppl_gap", "kl_fp32", "anchor_d", "anchor_d_logit"])]
+    assert set(pm.metric) == {"ppl_gap", "kl_fp32", "anchor_d", "anchor_d_logit"}
+    assert set(pm.dtype) == {"fp32", "bf16", "fp16"} and set(pm.protocol) == {"autocast", "cast"}
+    assert set(pm[pm.metric == "ppl_gap"].eval_len) == {16, 64}
+    assert set(pm[pm.metric == "anchor_d"].eval_len) == {0, 200}
+    assert pm.value.notna().all() and (pm.encoding == "rope").all()
+    assert {json.loads(p)["seq_len"] for p in pm[pm.metric == "kl_fp32"].params} == {16, 64}
+
+
+def test_report_precision_section_from_rows(run, tmp_path):
+    path = report.build([run[0]], tmp_path, kernel_max_len=256)
+    md = path.read_text()
+    assert "## Precision: FP16/BF16 against FP32" in md and "rope pipeline hf_bf16" in md
+    assert "### Model level: safe up to position L" in md
+    for png in ("precision_phase.png", "precision_logit.png", "precision_shift.png", "precision_model_kl.png"):
+        assert (tmp_path / png).stat().st_size > 0
+    cache = list(tmp_path.glob("precision_kernel-*.parquet"))
+    assert len(cache) == 1  # computed once; a second build reads it
+    report.build([run[0]], tmp_path, kernel_max_len=256)
+    assert list(tmp_path.glob("precision_kernel-*.parquet")) == cache
+
+
+def test_precision_group_selects_a_pipeline():
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = config_lib.to_config(compose("config", overrides=["precision=hf_bf16"]))
+        assert cfg.precision.pipeline.build().table == "bf16"
+        with pytest.raises(Exception, match="differs from the preset 'hf_bf16'; give it a new name"):
+            config_lib.to_config(compose("config", overrides=["precision=hf_bf16", "precision.pipeline.table=fp32"]))
+        mine = config_lib.to_config(compose("config", overrides=[
+            "precision=hf_bf16", "precision.pipeline.table=fp32", "precision.pipeline.name=mine"]))
+        assert mine.precision.pipeline.name == "mine" and cfg.precision.model_level
