@@ -165,7 +165,9 @@ def anchor_rows(model, task, train_len, lens, variants_, *, shifts, anchor_shift
                     continue
                 if metric == "anchor_d":
                     s1, s2 = [F.softmax(s, -1) for s in s1], [F.softmax(s, -1) for s in s2]
-                rows.append(_row(metric, _mean_abs(s1, s2, causal), unit, **ids))
+                value = _mean_abs(s1, s2, causal)
+                reason = {} if math.isfinite(value) else {"nan_reason": f"non-finite attention logits in {dt}"}
+                rows.append(_row(metric, value if not reason else math.nan, unit, **ids, **reason))
     return rows
 
 
