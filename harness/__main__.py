@@ -31,8 +31,14 @@ MULTIRUN_FLAGS = {"-m", "--multirun"}
 # Hydra 1.3 validates it against that plugin schema (typed keys, every plugin key overridable). Hydra
 # announces this matching as deprecated on every compose; pyproject pins hydra-core < 1.4, and
 # tests/test_launchers.py fails if a launcher file stops composing into its plugin's schema.
-warnings.filterwarnings("ignore", message=r"\s*'hydra/launcher/\w+' is validated against ConfigStore schema",
-                        category=UserWarning)
+SCHEMA_MATCHING = r"\s*'hydra/launcher/\w+' is validated against ConfigStore schema"
+
+
+def quiet_schema_matching():
+    warnings.filterwarnings("ignore", message=SCHEMA_MATCHING, category=UserWarning)
+
+
+quiet_schema_matching()
 
 
 def _one_line(e: BaseException) -> str:
