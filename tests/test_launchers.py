@@ -106,3 +106,10 @@ def test_slurm_sweep_through_stub_commands_gives_the_joblib_rows(tmp_path, corpu
     assert "#SBATCH --partition=debug" in text and "#SBATCH --array=0-1%1" in text
     assert "#SBATCH --cpus-per-task=2" in text and "#SBATCH --mem=8GB" in text and "srun --unbuffered" in text
     assert sorted(p.read_text() for p in state.glob("*.state")) == ["COMPLETED", "COMPLETED"]
+
+
+@pytest.mark.slow
+def test_ray_sweep_on_a_local_cluster_gives_the_joblib_rows(tmp_path, corpus, joblib_rows):
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="needs the ray extra: pip install -e '.[ray]'")
+    _, rows = sweep(tmp_path, corpus, "ray", "hydra/launcher=ray")  # address null: a local Ray cluster
+    pd.testing.assert_frame_equal(rows, joblib_rows)
