@@ -5,7 +5,8 @@ Tolerance. Both runs see the same data, positions and initial weights, so they d
 of floating-point reductions: the 1-process gradient sums over all 8 sequences inside one matmul, the
 2-process one sums two 4-sequence partial sums and averages them in gloo's all-reduce. Those fp32
 rounding differences (~1e-7 relative) are carried forward by AdamW; over 30 steps the curves were measured
-to agree to 1.3e-7 (lm) and 1.0e-7 (kv_recall) relative, and the test allows RTOL = 1e-5 (75x margin).
+to agree to 1.3e-7 (lm) and 1.0e-7 (kv_recall, masked targets) relative; the test (lm, to keep CI short)
+allows RTOL = 1e-5 (75x margin).
 Training both ranks on the same half of the batch instead moved the curves by 4% (lm) and 9% (kv_recall).
 """
 import json
@@ -68,9 +69,8 @@ def two_processes(d, run_dir, port):
     mp.start_processes(_worker, args=(2, port, d, str(run_dir)), nprocs=2, join=True, start_method="spawn")
 
 
-@pytest.mark.parametrize("task", ["lm", pytest.param("kv_recall", marks=pytest.mark.slow)])
-def test_two_processes_train_the_one_process_loss_curve(tmp_path, task):
-    d = cfg_dict(tmp_path, None if task == "lm" else {"name": "kv_recall", "min_len": 12})
+def test_two_processes_train_the_one_process_loss_curve(tmp_path):
+    d = cfg_dict(tmp_path)
     one = tmp_path / "one" / "run"
     assert runner.run(from_dict(d), one, progress=False)["status"] == "ok"
     two = tmp_path / "two" / "run"
@@ -83,7 +83,7 @@ def test_two_processes_train_the_one_process_loss_curve(tmp_path, task):
     assert abs(a[-1] - a[0]) > 0.1  # the curve moves, so agreeing along it means something
     torch.testing.assert_close(torch.tensor(b), torch.tensor(a), rtol=RTOL, atol=0)
     df = results.load(two)
-    assert df.run_id.nunique() == 1 and {"ppl", "acc"} & set(df.metric)  # rank 0 measured and wrote
+    assert df.run_id.nunique() == 1 and "ppl" in set(df.metric)  # rank 0 measured and wrote
     loop = df[df.metric == "train_loop_tokens_per_s"]
     assert len(loop) == 1 and json.loads(loop.params.iloc[0])["world_size"] == 2
 
@@ -102,14 +102,11 @@ def test_shards_are_disjoint_cover_the_batch_and_weight_scored_targets(monkeypat
     assert [p[1] for p in parts] == [2.0, 0.0]  # 2 * scored here / scored in all: averages to the global mean
 
 
-def test_batch_that_does_not_split_fails_with_the_reason(tmp_path):
-    d = cfg_dict(tmp_path)
-    d["train"]["batch_size"] = 7
-    run_dir = tmp_path / "two" / "run"
-    two_processes(d, run_dir, free_port())
-    status = results.read_status(run_dir)
-    assert status["status"] == "failed"
-    assert "train.batch_size 7 is not divisible by the number of processes 2" in status["message"]
+def test_batch_that_does_not_split_fails_with_the_reason(monkeypatch):
+    monkeypatch.setattr(distributed, "world_size", lambda: 2)
+    distributed.check_batch(8)
+    with pytest.raises(ValueError, match="train.batch_size 7 is not divisible by the number of processes 2"):
+        distributed.check_batch(7)
 
 
 @pytest.mark.slow

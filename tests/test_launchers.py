@@ -3,6 +3,7 @@ and Ray gives the same rows. Deterministic metrics are compared (losses, ppl, nl
 import os
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -105,6 +106,10 @@ def test_slurm_sweep_through_stub_commands_gives_the_joblib_rows(tmp_path, corpu
     text = script.read_text()
     assert "#SBATCH --partition=debug" in text and "#SBATCH --array=0-1%1" in text
     assert "#SBATCH --cpus-per-task=2" in text and "#SBATCH --mem=8GB" in text and "srun --unbuffered" in text
+    # the job's result pickle can land before its process has exited and the stub scheduler has seen it
+    deadline = time.time() + 10
+    while time.time() < deadline and any(p.read_text() == "RUNNING" for p in state.glob("*.state")):
+        time.sleep(0.1)
     assert sorted(p.read_text() for p in state.glob("*.state")) == ["COMPLETED", "COMPLETED"]
 
 
