@@ -22,6 +22,7 @@ from harness.measure.precision_pipelines import MAX_LEN  # noqa: E402
 
 EXTENSION_KEYS = ("extension", "factor", "rope_type", "scaling", "finetune_steps", "finetune_len",
                   "finetune_status", "nan_reason")
+MEASUREMENT_KEYS = ("world_size",)  # how a row was measured, not what was trained: never part of a label
 MiB = 2 ** 20
 STYLES, MARKERS = ("-", "--", ":"), ("o", "s", "^")  # 10 colours x 3 styles: 30 distinct curves
 
@@ -29,7 +30,7 @@ STYLES, MARKERS = ("-", "--", ":"), ("o", "s", "^")  # 10 colours x 3 styles: 30
 def variants(df: pd.DataFrame) -> pd.Series:
     """A readable label per row (see module docstring)."""
     params = df["params"].map(json.loads)
-    own = params.map(lambda p: {k: v for k, v in p.items() if k not in EXTENSION_KEYS + PARAM_KEYS})
+    own = params.map(lambda p: {k: v for k, v in p.items() if k not in EXTENSION_KEYS + PARAM_KEYS + MEASUREMENT_KEYS})
     label = df["encoding"].copy()
     for enc in df["encoding"].unique():
         rows = df["encoding"] == enc
