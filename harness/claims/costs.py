@@ -3,7 +3,7 @@ trade, parameters and time complexity (reference notes 004 §3.5, §4.2, §4.3, 
 import torch
 
 from harness import encodings
-from harness.claims.maths import D, median_s, slope
+from harness.claims.maths import D, slope, time_s
 from harness.claims.table import Evidence, fmt, missing, plot, verdict
 from harness.measure.precision_pipelines import Pipeline, phase_error
 from harness.model import softmax_attention
@@ -63,7 +63,7 @@ def cache(ctx):
         def onfly():
             c, s = rotary_table(inv, pos)
             return apply_rotary(q, c, s), apply_rotary(k, c, s)
-        n[f"onfly_over_cached_{T}"] = median_s(onfly, inner=20) / median_s(cached, inner=20)
+        n[f"onfly_over_cached_{T}"] = time_s(onfly, inner=20) / time_s(cached, inner=20)
     png = plot(ctx.out / "c11_cache.png", {"cache bytes (cos+sin, fp32)": (list(lens), cache_bytes),
                                            "on-the-fly bytes (inv_freq)": (list(lens), [inv.nbytes] * len(lens))},
                xlabel="cached positions L", ylabel="bytes", logx=True, logy=True, title="RoPE table memory, head_dim 64")
@@ -94,16 +94,17 @@ def cost(ctx):
     count = {name: sum(p.numel() for p in Transformer(encoding=encodings.build(
         name, d_model=128, n_heads=4, head_dim=32)).parameters()) for name in ("nope", "rope", "learned")}
     enc, gen = encodings.build("rope", head_dim=32), torch.Generator().manual_seed(0)
-    rot_lens, t_rot = (2048, 4096, 8192, 16384), []  # long enough that the per-call overhead is small
+    # a wide range of T: the per-call overhead (small T) and cache misses (large T) average out
+    rot_lens, t_rot = (1024, 2048, 4096, 8192, 16384, 32768), []
     for T in rot_lens:
         q, k = torch.randn(2, 1, 4, T, 32, generator=gen)
-        t_rot.append(median_s(lambda: enc.rotate(q, k, torch.arange(T)), repeats=5))
+        t_rot.append(time_s(lambda: enc.rotate(q, k, torch.arange(T)), repeats=9))
     lens, t_att, t_both = (256, 512, 1024, 2048), [], []
     for T in lens:
         q, k, v = torch.randn(3, 1, 4, T, 32, generator=gen)
         pos = torch.arange(T)
-        t_att.append(median_s(lambda: softmax_attention(q, k, v, None), repeats=5, inner=2))
-        t_both.append(median_s(lambda: softmax_attention(*enc.rotate(q, k, pos), v, None), repeats=5, inner=2))
+        t_att.append(time_s(lambda: softmax_attention(q, k, v, None), repeats=9, inner=2))
+        t_both.append(time_s(lambda: softmax_attention(*enc.rotate(q, k, pos), v, None), repeats=9, inner=2))
     n = dict(extra_params_rope=float(count["rope"] - count["nope"]), extra_params_learned=float(
         count["learned"] - count["nope"]), rotate_slope=slope(rot_lens, t_rot), attention_slope=slope(lens, t_att),
         attention_rope_slope=slope(lens, t_both), overhead_first=t_both[0] / t_att[0],
