@@ -81,6 +81,18 @@ def _combinations(overrides, sweeper_params):
     return [list(c) for c in itertools.product(*axes)]
 
 
+def _missing_launcher(name: str) -> str:
+    """Without its Hydra plugin a launcher file has no `_target_` (Hydra itself would fail late, one job
+    at a time). The install line is the one the file's comments give."""
+    files = sorted((Path(CONF) / "hydra" / "launcher").glob("*.yaml"))
+    usable = [f.stem for f in files
+              if OmegaConf.select(compose("config", overrides=[f"hydra/launcher={f.stem}"],
+                                          return_hydra_config=True), "hydra.launcher._target_")]
+    hint = re.search(r"pip install [^\n]+", (Path(CONF) / "hydra" / "launcher" / f"{name}.yaml").read_text())
+    return (f"hydra/launcher={name}: its Hydra plugin is not installed"
+            f"{' (' + hint.group(0).strip() + ')' if hint else ''}; usable launchers here: {['basic', *usable]}")
+
+
 def validate(argv):
     """Compose and validate every job of this command line; returns (sweep dir or None, n jobs)."""
     overrides = [a for a in argv if not a.startswith("-")]
@@ -97,6 +109,8 @@ def validate(argv):
             config_lib.to_config(compose("config", overrides=job))
         sweep_dir = Path(OmegaConf.select(cfg, "hydra.sweep.dir")) if multirun else None
         launcher = str(OmegaConf.select(cfg, "hydra.launcher._target_"))
+        if multirun and launcher == "None":
+            raise ValueError(_missing_launcher(OmegaConf.select(cfg, "hydra.runtime.choices")["hydra/launcher"]))
     if multirun and distributed.launched() and not launcher.endswith(".BasicLauncher"):
         raise ValueError(f"under torchrun a sweep runs its jobs in turn inside the process group: use "
                          f"hydra/launcher=basic, not {launcher.rpartition('.')[2]}")

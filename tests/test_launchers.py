@@ -29,7 +29,18 @@ def compose_hydra(*overrides, quiet=True):
         return compose("config", overrides=list(overrides), return_hydra_config=True).hydra
 
 
-@pytest.mark.parametrize("name", LAUNCHERS)
+def plugin_installed(name):
+    """A launcher file whose Hydra plugin is installed (ray is an optional extra; CI does not install it)."""
+    if name != "ray":
+        return True
+    try:
+        import hydra_plugins.hydra_ray_launcher  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name", [n for n in LAUNCHERS if plugin_installed(n)])
 def test_launcher_config_composes_into_its_plugin_schema(name):
     for quiet in (False, True):
         with warnings.catch_warnings(record=True) as seen:
@@ -52,6 +63,16 @@ def test_slurm_knobs_are_overrides():
     assert compose_hydra("hydra/launcher=submitit_slurm").launcher.qos is None  # every plugin key is there
 
 
+@pytest.mark.skipif(plugin_installed("ray"), reason="checks the error shown when the ray extra is missing")
+def test_a_launcher_without_its_plugin_is_one_clear_error(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "harness", "-m", "hydra/launcher=ray", f"out={tmp_path}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0, p.stderr
+    assert "hydra/launcher=ray: its Hydra plugin is not installed (pip install -e \".[ray]\")" in p.stderr
+    assert "'joblib'" in p.stderr and "'submitit_slurm'" in p.stderr and not any(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(not plugin_installed("ray"), reason="needs the ray extra: pip install -e '.[ray]'")
 def test_ray_config_can_join_an_existing_cluster():
     launcher = compose_hydra("hydra/launcher=ray", "hydra.launcher.ray.init.address=auto").launcher
     assert launcher.ray.init.address == "auto" and launcher.ray.remote.num_cpus == 1
