@@ -128,3 +128,25 @@ def test_model_cast_keeps_rotary_phase_in_fp32(name):
     ref, _ = enc32.rotate(q.float(), q.float(), pos)
     got, _ = enc16.rotate(q, q, pos)
     assert (got.float() - ref).abs().max() < 0.05  # a bf16 phase would be off by up to pi
+
+
+def test_rotary_table_is_built_once_per_forward_and_rebuilt_after_a_step():
+    """Encoding.per_positions: every block of a forward shares one table; a learned table (rope_rf's
+    alpha) is rebuilt once the optimizer changes alpha, and one that needs grad is never kept."""
+    enc = build("rope_rf", head_dim=16)
+    model = Transformer(encoding=enc, n_layers=3, d_model=32, n_heads=2)
+    built, make = [], enc._table
+    enc._table = lambda pos, dtype: built.append(1) or make(pos, dtype)
+    x = torch.randint(0, 256, (1, 8))
+    model(x)  # training forward: alpha requires grad, so no caching: one table per block
+    assert len(built) == 3
+    built.clear()
+    with torch.no_grad():
+        pos = torch.arange(8)
+        first = model(x, pos)
+        assert len(built) == 1  # eval forward: one table for the three blocks
+        model(x, pos)
+        assert len(built) == 1  # same positions tensor, same alpha: kept
+        enc.alpha.add_(0.5)  # what an optimizer step does (in place, bumps the version)
+        second = model(x, pos)
+    assert len(built) == 2 and not torch.equal(first, second)

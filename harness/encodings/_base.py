@@ -26,6 +26,24 @@ class Encoding(nn.Module):
         encodings whose bias depends on content (Shaw's q . R^K term)."""
         return None
 
+    def per_positions(self, pos, dtype, make):
+        """make() -> tensors, computed once per positions tensor and dtype: every block of a forward
+        passes the same `pos`, so per-layer tables are built once per forward, not n_layers times (on an
+        H100 the rebuilt RoPE table cost a training step 19% against NoPE, see harness/measure/overhead.py).
+        The key holds `pos` itself (so its memory is not reused by another tensor), its version and the
+        parameters' versions (an optimizer step invalidates a learned table). A result that requires grad
+        is not kept: each forward needs its own graph."""
+        if pos.is_inference():  # inference-mode tensors keep no version counter
+            return make()
+        key = (pos._version, dtype, tuple(p._version for p in self.parameters()))
+        hit = self.__dict__.get("_per_positions")
+        if hit is not None and hit[0] is pos and hit[1] == key:
+            return hit[2]
+        out = make()
+        if not any(t.requires_grad for t in out):
+            self.__dict__["_per_positions"] = (pos, key, out)
+        return out
+
     @property
     def has_bias(self):
         """True when this encoding adds a score bias, which linear attention cannot take."""

@@ -3,7 +3,9 @@ rotary, and the HF rope_types for context extension (PI, NTK, dynamic NTK, YaRN,
 import torch
 
 from harness.encodings._base import Encoding
-from harness.rope import LAYOUTS, apply_rotary, frequencies, rotary_table
+from harness.rope import LAYOUTS, frequencies, rotary_table
+from harness.rope.frequencies import SEQ_LEN_TYPES
+from harness.rope.fused import apply_rotary_qk
 
 
 class Rope(Encoding):
@@ -29,11 +31,16 @@ class Rope(Encoding):
 
     def table(self, pos, dtype=torch.float32):
         """cos, sin (T, R/2) for positions pos (T,): phase in fp32 (as HF), or fp64 for fp64 inputs."""
-        inv_freq, attention_factor = self.frequencies(int(pos.max()) + 1 if pos.numel() else None)
+        return self.per_positions(pos, dtype, lambda: self._table(pos, dtype))
+
+    def _table(self, pos, dtype):
+        # seq_len only where the type depends on it: pos.max() is a device-to-host sync
+        needs_len = self.rope_type in SEQ_LEN_TYPES and pos.numel()
+        inv_freq, attention_factor = self.frequencies(int(pos.max()) + 1 if needs_len else None)
         work = torch.promote_types(inv_freq.dtype, dtype)
         return rotary_table(inv_freq.to(pos.device, work), pos, attention_factor, dtype=work)
 
     def rotate(self, q, k, pos):
         cos, sin = self.table(pos, q.dtype)
-        return (apply_rotary(q, cos, sin, self.layout, self.impl),
-                apply_rotary(k, cos, sin, self.layout, self.impl))
+        # q and k in one call: one launch for both on the fused kernels (the table is read once)
+        return apply_rotary_qk(q, k, cos, sin, self.layout, impl=self.impl)

@@ -3,7 +3,8 @@ half by the column. 1-D positions p are read as a row-major grid: (p // width, p
 import torch
 
 from harness.encodings._base import Encoding
-from harness.rope import LAYOUTS, apply_rotary, frequencies, rotary_table
+from harness.rope import LAYOUTS, frequencies, rotary_table
+from harness.rope.fused import apply_rotary_qk
 
 
 class Rope2D(Encoding):
@@ -27,6 +28,9 @@ class Rope2D(Encoding):
     def table(self, pos, dtype=torch.float32):
         """cos, sin (T, D/2): the first D/4 pairs carry the row phase, the rest the column phase. Each axis
         has the frequencies of a head_dim/2 RoPE, made here in fp32+ (not a buffer that .to(bf16) casts)."""
+        return self.per_positions(pos, dtype, lambda: self._table(pos, dtype))
+
+    def _table(self, pos, dtype):
         work = torch.promote_types(torch.float32, dtype)
         inv_freq = frequencies("default", self.head_dim // 2, self.base)[0].to(pos.device, work)  # (D/4,)
         row = torch.div(pos, self.width, rounding_mode="floor")
@@ -37,5 +41,4 @@ class Rope2D(Encoding):
 
     def rotate(self, q, k, pos):
         cos, sin = self.table(pos, q.dtype)
-        return (apply_rotary(q, cos, sin, self.layout, self.impl),
-                apply_rotary(k, cos, sin, self.layout, self.impl))
+        return apply_rotary_qk(q, k, cos, sin, self.layout, impl=self.impl)

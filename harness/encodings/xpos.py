@@ -27,11 +27,14 @@ class XPos(Encoding):
     def rotate(self, q, k, pos):
         # Frequencies and zeta are made here, in fp32 or better, never stored as buffers: model.to(bf16)
         # would cast such buffers and put the phase in bf16 (Modalities #462).
-        work = torch.promote_types(torch.float32, q.dtype)
+        cq, sq, ck, sk = self.per_positions(pos, q.dtype, lambda: self._tables(pos, q.dtype))
+        return apply_rotary(q, cq, sq, self.layout, self.impl), apply_rotary(k, ck, sk, self.layout, self.impl)
+
+    def _tables(self, pos, dtype):
+        """cos, sin (T, D/2) scaled by zeta^(n/scale_base) for q, and by its inverse for k."""
+        work = torch.promote_types(torch.float32, dtype)
         inv_freq = frequencies("default", self.head_dim, self.base)[0].to(pos.device, work)  # (D/2,)
         cos, sin = rotary_table(inv_freq, pos, dtype=work)  # (T, D/2)
         centred = (pos - pos.numel() // 2).to(work)
         scale = zeta(self.head_dim, pos.device, work) ** (centred[:, None] / self.scale_base)  # (T, D/2)
-        q = apply_rotary(q, cos * scale, sin * scale, self.layout, self.impl)
-        k = apply_rotary(k, cos / scale, sin / scale, self.layout, self.impl)
-        return q, k
+        return cos * scale, sin * scale, cos / scale, sin / scale

@@ -156,6 +156,10 @@ ROPE_INIT_FUNCTIONS = {
 }
 
 
+# The types whose frequencies depend on the sequence length (the others ignore seq_len).
+SEQ_LEN_TYPES = ("dynamic", "longrope")
+
+
 def frequencies(rope_type, head_dim, base=10000.0, seq_len=None, **params):
     """(inv_freq, attention_factor) for rope_type; params are the HF rope_scaling keys for that type."""
     if rope_type not in ROPE_INIT_FUNCTIONS:
