@@ -8,27 +8,36 @@ catches a truncating cast; the eager formula computes in the I/O dtype (cos/sin 
 roundings -> k = 3. Pass-through features must be bit-exact. Triton runs under TRITON_INTERPRET=1 on CPU;
 the interpreter truncates fp32 -> bf16 (triton/runtime/interpreter.py cast_impl passes no rounding mode;
 GPU casts round to nearest even), so its bf16 bound there is one ulp.
+
+HARNESS_TEST_DEVICE=cuda runs the same file on a GPU (no interpreter; fused = triton only):
+  HARNESS_TEST_DEVICE=cuda TRITON_INTERPRET=0 python -m pytest tests/test_rope_kernels.py
 """
 import os
 import subprocess
 import sys
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
+DEVICE = os.environ.get("HARNESS_TEST_DEVICE", "cpu")
+if DEVICE == "cpu":
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports triton
 
 import importlib.util  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from harness.measure import external_rope  # noqa: E402
 from harness.rope.apply import IMPLS, rotary_table  # noqa: E402
 from harness.rope.frequencies import frequencies  # noqa: E402
 from harness.rope.fused import apply_rotary_qk, pick, rotate  # noqa: E402
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (pip install -e '.[dev]')")
-FUSED = ["cpu", pytest.param("triton", marks=needs_triton)]
+FUSED_NAMES = ["cpu", "triton"] if DEVICE == "cpu" else ["triton"]
+FUSED = [pytest.param(n, marks=needs_triton) if n == "triton" else n for n in FUSED_NAMES]
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+on_cpu_only = pytest.mark.skipif(DEVICE != "cpu", reason="a CPU-only check")
 ALL = ["eager", "complex", "compiled", "fastest", *FUSED]
-LOWP_K = {"eager": 3, "compiled": 3}  # eps multiples for math done in bf16/fp16
+LOWP_K = {"eager": 3, "compiled": 3, "liger": 3}  # eps multiples for math done in bf16/fp16 (liger: HF's bf16 table)
 # Positions up to 131072 (issue 5): the table at the end of a 128k context.
 POS = torch.tensor([0, 1, 2, 4095, 65535, 131071, 131072])
 
@@ -36,7 +45,13 @@ POS = torch.tensor([0, 1, 2, 4095, 65535, 131071, 131072])
 def tables(head_dim, pos=POS, partial=0.5):
     """cos, sin (T, R/2) in fp32, phase computed in fp64 (the kernels' input; exact for the oracle)."""
     inv_freq, _ = frequencies("default", head_dim, 10000.0, partial_rotary_factor=partial)
-    return rotary_table(inv_freq.double(), pos, dtype=torch.float32)
+    return tuple(t.to(DEVICE) for t in rotary_table(inv_freq.double(), pos, dtype=torch.float32))
+
+
+def randn(*shape, dtype=torch.float32, seed=None, requires_grad=False):
+    """Normal samples drawn on the CPU (seeded or not), then moved to DEVICE."""
+    g = torch.Generator().manual_seed(seed) if seed is not None else None
+    return torch.randn(*shape, generator=g, dtype=dtype).to(DEVICE).requires_grad_(requires_grad)
 
 
 def pair_mag(x, r, layout):
@@ -63,7 +78,7 @@ def check(y, x, cos, sin, layout, impl):
     elif impl in LOWP_K:  # the eager formula: math in the I/O dtype
         lim = LOWP_K[impl] * torch.finfo(x.dtype).eps * mag
     else:  # fp32 math then one rounding to the I/O dtype
-        ulps = 1.0 if (impl, x.dtype) == ("triton", torch.bfloat16) else 0.5
+        ulps = 1.0 if (impl, x.dtype) == ("triton", torch.bfloat16) and INTERPRETED else 0.5
         lim = ulps * ulp(ref, x.dtype) + 2 * torch.finfo(torch.float32).eps * mag
     worst = ((y.double() - ref).abs() - lim).max().item()
     assert y.dtype == x.dtype and y.shape == x.shape
@@ -75,23 +90,24 @@ def check(y, x, cos, sin, layout, impl):
 @pytest.mark.parametrize("impl", ALL)
 def test_matches_fp64_reference_partial_rotary_odd_heads(impl, layout, dtype):
     cos, sin = tables(32)  # R = 16 < D = 32
-    x = torch.randn(2, 3, len(POS), 32, generator=torch.Generator().manual_seed(0)).to(dtype)
+    x = randn(2, 3, len(POS), 32, seed=0).to(dtype)
     check(IMPLS[impl](x, cos, sin, layout), x, cos, sin, layout, impl)
 
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("impl", FUSED)
 def test_fp64_full_rotary(impl, layout):
-    cos, sin = tables(16, partial=1.0)
-    x = torch.randn(1, 5, len(POS), 16, dtype=torch.float64)
+    """D = 24: R/2 = 12 pairs is not a power of two, so the kernels' padded blocks are masked."""
+    cos, sin = tables(24, partial=1.0)
+    x = randn(1, 5, len(POS), 24, dtype=torch.float64)
     check(IMPLS[impl](x, cos.double(), sin.double(), layout), x, cos, sin, layout, impl)
 
 
 def _strided_views():
     """(B, H, T, D) views that are not contiguous: a fused-qkv transpose, and a D stride of 2."""
-    qkv = torch.randn(2, len(POS), 3, 5, 32)  # (B, T, 3, H, D) as a qkv projection lays it out
+    qkv = randn(2, len(POS), 3, 5, 32)  # (B, T, 3, H, D) as a qkv projection lays it out
     yield "qkv-transpose", qkv[:, :, 1].transpose(1, 2), qkv
-    wide = torch.randn(2, 3, len(POS), 64)
+    wide = randn(2, 3, len(POS), 64)
     yield "d-stride-2", wide[..., ::2], wide
 
 
@@ -104,7 +120,7 @@ def test_strided_inputs_out_of_place_and_in_place(impl, layout):
         before = base.clone()
         check(IMPLS[impl](x, cos, sin, layout), x, cos, sin, layout, impl)
         assert torch.equal(base, before), f"{impl} wrote into the caller's tensor ({name})"
-        if impl in ("cpu", "triton"):  # in place through the view: only the view's elements change
+        if impl in FUSED_NAMES:  # in place through the view: only the view's elements change
             expect = IMPLS["reference"](x.double(), cos.double(), sin.double(), layout)
             (out,) = rotate(impl, (x,), cos, sin, layout, inplace=True)
             assert out.data_ptr() == x.data_ptr()
@@ -118,8 +134,8 @@ def test_strided_inputs_out_of_place_and_in_place(impl, layout):
 @pytest.mark.parametrize("impl", [*FUSED, "eager", "auto"])
 def test_gqa_one_kv_head_q_and_k_together(impl, layout):
     cos, sin = tables(32)
-    q = torch.randn(2, 5, len(POS), 32, dtype=torch.bfloat16)
-    k = torch.randn(2, 1, len(POS), 32, dtype=torch.bfloat16)
+    q = randn(2, 5, len(POS), 32, dtype=torch.bfloat16)
+    k = randn(2, 1, len(POS), 32, dtype=torch.bfloat16)
     rq, rk = apply_rotary_qk(q, k, cos, sin, layout, impl=impl)
     check(rq, q, cos, sin, layout, impl)
     check(rk, k, cos, sin, layout, impl)
@@ -129,7 +145,7 @@ def test_gqa_one_kv_head_q_and_k_together(impl, layout):
 def test_in_place_is_explicit(impl):
     """Out of place by default (inputs untouched); inplace=True returns the caller's tensors, rotated."""
     cos, sin = tables(32)
-    q, k = torch.randn(1, 4, len(POS), 32), torch.randn(1, 2, len(POS), 32)
+    q, k = randn(1, 4, len(POS), 32), randn(1, 2, len(POS), 32)
     q0, k0 = q.clone(), k.clone()
     oq, ok = apply_rotary_qk(q, k, cos, sin, impl=impl)
     assert torch.equal(q, q0) and torch.equal(k, k0)
@@ -140,10 +156,10 @@ def test_in_place_is_explicit(impl):
 
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
-@pytest.mark.parametrize("impl", ["cpu", "eager", "complex"])
+@pytest.mark.parametrize("impl", [*(["cpu"] if DEVICE == "cpu" else []), "eager", "complex"])
 def test_gradcheck_fp64(impl, layout):
     cos, sin = tables(8, pos=torch.tensor([3, 70000, 131072]))
-    x = torch.randn(1, 3, 3, 8, dtype=torch.float64, requires_grad=True)
+    x = randn(1, 3, 3, 8, dtype=torch.float64, requires_grad=True)
     fn = lambda x: IMPLS[impl](x, cos.double(), sin.double(), layout)  # noqa: E731
     assert torch.autograd.gradcheck(fn, (x,))
     if impl == "cpu":  # the backward is the same Function: second derivatives come for free
@@ -155,7 +171,7 @@ def test_gradcheck_fp64(impl, layout):
 def test_gradcheck_fp64_triton(layout):
     """Small: the interpreter costs ~50 ms per launch and gradcheck launches 2 x numel times."""
     cos, sin = tables(4, pos=torch.tensor([5, 131072]))
-    x = torch.randn(1, 1, 2, 4, dtype=torch.float64, requires_grad=True)
+    x = randn(1, 1, 2, 4, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda x: IMPLS["triton"](x, cos.double(), sin.double(), layout), (x,))
 
 
@@ -164,8 +180,8 @@ def test_gradcheck_fp64_triton(layout):
 def test_backward_q_and_k_is_the_inverse_rotation(impl, dtype):
     """d/dx of R(t) x is R(t)^T = R(-t): compare with the oracle's gradient (GQA, partial, in place too)."""
     cos, sin = tables(32)
-    q = torch.randn(1, 3, len(POS), 32, dtype=dtype, requires_grad=True)
-    k = torch.randn(1, 1, len(POS), 32, dtype=dtype, requires_grad=True)
+    q = randn(1, 3, len(POS), 32, dtype=dtype, requires_grad=True)
+    k = randn(1, 1, len(POS), 32, dtype=dtype, requires_grad=True)
     gq, gk = torch.randn_like(q), torch.randn_like(k)
     rq, rk = apply_rotary_qk(q, k, cos, sin, "interleaved", impl=impl)
     dq, dk = torch.autograd.grad((rq, rk), (q, k), (gq, gk))
@@ -180,10 +196,30 @@ def test_backward_q_and_k_is_the_inverse_rotation(impl, dtype):
 def test_table_gradient_goes_through_eager(impl):
     """Learned frequencies (rope_learned_freq) need d/dcos, d/dsin: the fused front end uses eager."""
     cos, sin = (t.double().requires_grad_() for t in tables(8, pos=torch.tensor([1, 9])))
-    x = torch.randn(1, 2, 2, 8, dtype=torch.float64)
+    x = randn(1, 2, 2, 8, dtype=torch.float64)
     assert torch.autograd.gradcheck(lambda c, s: IMPLS[impl](x, c, s, "half"), (cos, sin))
 
 
+OUTSIDE = [p for p in external_rope.BUILDERS if DEVICE == "cuda" and external_rope.available(p)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("provider", list(external_rope.BUILDERS))
+def test_outside_kernels_within_the_same_bounds(provider, layout, dtype):
+    """The kernels timed beside ours in `make bench` compute the same rotation (GQA, positions to 131072)."""
+    if layout not in external_rope.LAYOUTS[provider]:
+        pytest.skip(f"{provider} does only {list(external_rope.LAYOUTS[provider])} layout")
+    if provider not in OUTSIDE:
+        pytest.skip(f"{provider}: on a GPU where the package imports (HARNESS_TEST_DEVICE=cuda)")
+    cos, sin = tables(64, partial=1.0)
+    q, k = randn(2, 4, len(POS), 64).to(dtype), randn(2, 1, len(POS), 64).to(dtype)
+    oq, ok = external_rope.apply(provider, q, k, cos, sin, layout)
+    check(oq, q, cos, sin, layout, provider)
+    check(ok, k, cos, sin, layout, provider)
+
+
+@on_cpu_only
 def test_auto_on_cpu_is_the_measured_fastest():
     """`auto` -> cpu kernel on CPU because the committed baseline measured it faster than eager."""
     import json
@@ -196,13 +232,20 @@ def test_auto_on_cpu_is_the_measured_fastest():
     assert pick(torch.zeros(1, 1, len(POS), 32), cos.requires_grad_(), sin) == "eager"
 
 
+@pytest.mark.skipif(DEVICE != "cuda", reason="the GPU's choice; runs with HARNESS_TEST_DEVICE=cuda")
+def test_auto_on_cuda_is_triton():
+    cos, sin = tables(32)
+    assert pick(randn(1, 1, len(POS), 32), cos, sin) == "triton"
+
+
 def test_fused_errors_name_the_choices():
     cos, sin = tables(32)
-    x = torch.randn(1, 2, len(POS), 32)
+    x = randn(1, 2, len(POS), 32)
+    fused = FUSED_NAMES[0]
     with pytest.raises(ValueError, match=r"unknown rope layout 'halve'; expected one of \['half', 'interleaved'\]"):
-        IMPLS["cpu"](x, cos, sin, "halve")
+        IMPLS[fused](x, cos, sin, "halve")
     with pytest.raises(ValueError, match="broadcastable to \\(T, R/2\\).*use impl='eager'"):
-        IMPLS["cpu"](x, cos.expand(3, *cos.shape), sin.expand(3, *sin.shape))
+        IMPLS[fused](x, cos.expand(3, *cos.shape), sin.expand(3, *sin.shape))
     with pytest.raises(ValueError, match="unknown rope impl 'fast'; expected one of"):
         apply_rotary_qk(x, x, cos, sin, impl="fast")
 

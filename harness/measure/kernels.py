@@ -12,7 +12,6 @@ CLI (the Makefile's bench-check / bench):
   python -m harness.measure.kernels report   JSON                      pytest-benchmark JSON -> CSV + PNG + targets
 """
 import argparse
-import csv
 import json
 import os
 import pathlib
@@ -28,28 +27,32 @@ from harness.rope.apply import rotary_table
 from harness.rope.frequencies import frequencies
 
 # Prefill: the issue's reference shape, T*H*D = 2^20 per tensor. Decode: one new token, GQA 32q/8kv.
-SHAPES = {"prefill": dict(b=4, hq=8, hk=8, t=2048, d=64), "decode": dict(b=16, hq=32, hk=8, t=1, d=128)}
+# prefill_large (GPU): Llama-3-8B's heads (32 q / 8 kv, D 128) at 4096 tokens, batch 8: q is 268 MB in
+# bf16, far past the 50 MB L2 of an H100, so kernel and copy both stream from HBM.
+SHAPES = {"prefill": dict(b=4, hq=8, hk=8, t=2048, d=64), "decode": dict(b=16, hq=32, hk=8, t=1, d=128),
+          "prefill_large": dict(b=8, hq=32, hk=8, t=4096, d=128)}
+DEVICE_SHAPES = {"cpu": ("prefill", "decode"), "cuda": ("prefill", "prefill_large", "decode")}
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Targets from issue 5: CPU best path at T*H*D >= 2^20; GPU triton fwd/bwd and torch.compile.
 TARGETS = {("cpu", "cpu", "fwd"): 0.8, ("cpu", "cpu", "bwd"): 0.8, ("cuda", "triton", "fwd"): 0.9,
            ("cuda", "triton", "bwd"): 0.85, ("cuda", "compiled", "fwd"): 0.6}
-TARGET_MIN_ELEMENTS = 2 ** 20
+# Where the targets apply: memory-bound from DRAM. On a GPU the CPU's prefill (q+k+outputs 64 MB fp32)
+# partly stays in the 50 MB L2 (R reads > 1 there) and decode is launch-bound: only prefill_large counts.
+TARGET_SHAPES = {"cpu": ("prefill",), "cuda": ("prefill_large",)}
 # Gated in CI (`make bench-check`): cheap to run, each a different code path. compiled is left out
 # of the gate: its first call compiles for ~10 s, which the 2-minute budget cannot carry.
 GATED = ("cpu/fwd/half/float32/prefill", "cpu/bwd/half/float32/prefill", "cpu/fwd/interleaved/bfloat16/prefill",
          "complex/fwd/half/float32/prefill", "eager/fwd/half/float32/prefill")
 DROP = 0.30  # fail when R < (1 - DROP) * baseline
 BASELINE = pathlib.Path("results/baselines/kernels-cpu.json")
-CSV_FIELDS = ["kernel", "provider", "mode", "layout", "dtype", "metric", "unit", "x_name", "x_value",
-              "p20", "p50", "p80", "R", "target", "device", "torch", "glibc_tunables", "time"]
 
 
 def inputs(shape, dtype, device="cpu", requires_grad=False, seed=0):
     """q (B, Hq, T, D), k (B, Hk, T, D) in dtype; cos, sin (T, D/2) fp32 at positions 0..T-1."""
     s = SHAPES[shape] if isinstance(shape, str) else shape
-    g = torch.Generator().manual_seed(seed)
-    q = torch.randn(s["b"], s["hq"], s["t"], s["d"], generator=g).to(device, dtype)
-    k = torch.randn(s["b"], s["hk"], s["t"], s["d"], generator=g).to(device, dtype)
+    g = torch.Generator(device).manual_seed(seed)  # drawn where they live: prefill_large is 134M values
+    q = torch.randn(s["b"], s["hq"], s["t"], s["d"], generator=g, device=device).to(dtype)
+    k = torch.randn(s["b"], s["hk"], s["t"], s["d"], generator=g, device=device).to(dtype)
     cos, sin = rotary_table(frequencies("default", s["d"], 10000.0)[0], torch.arange(s["t"]))
     return q.requires_grad_(requires_grad), k.requires_grad_(requires_grad), cos.to(device), sin.to(device)
 
@@ -61,7 +64,15 @@ def rope_bytes(q, k, cos, sin):
 
 def kernel_fn(provider, mode, q, k, cos, sin, layout):
     """A zero-argument callable running one fwd (or one bwd) of `provider` on q, k."""
+    from harness.measure import external_rope
     from harness.rope.fused import apply_rotary_qk
+    if provider in external_rope.BUILDERS:  # liger, flash_attn: called as their projects call them
+        return external_rope.build(provider, mode, q, k, cos, sin, layout)
+    if provider == "compiled":
+        # Each case compiles for its own shape, as a fixed-length training run does. Without the reset a
+        # second shape makes dynamo recompile with dynamic shapes, and those kernels are slower (H100,
+        # prefill_large bf16 fwd: R 0.22 after prefill and decode had been compiled, 0.93 compiled fresh).
+        torch._dynamo.reset()
     if mode == "fwd":
         return lambda: apply_rotary_qk(q, k, cos, sin, layout, impl=provider)
     if mode != "bwd":
@@ -91,6 +102,8 @@ def alternate(kernel, copy, *, budget_s=0.5, min_reps=5, max_reps=200, warmup=2,
     """Time kernel and copy alternately for about budget_s: lists of kernel and copy seconds, one pair per rep."""
     for _ in range(warmup):
         kernel(), copy()
+    if device.type == "cuda":
+        return _alternate_cuda(kernel, copy, budget_s, min_reps, max_reps)
     tk, tc = [], []
     start = time.perf_counter()
     while len(tk) < max_reps and (len(tk) < min_reps or time.perf_counter() - start < budget_s):
@@ -100,6 +113,35 @@ def alternate(kernel, copy, *, budget_s=0.5, min_reps=5, max_reps=200, warmup=2,
             fn()
             _sync(device)
             out.append(time.perf_counter() - t0)
+    return tk, tc
+
+
+def _alternate_cuda(kernel, copy, budget_s, min_reps, max_reps, chunk=16):
+    """Device time from CUDA events between back-to-back launches. Each chunk of reps is queued behind
+    a spin kernel (torch.cuda._sleep) that outlasts its enqueueing, so host-side launch overhead (Python
+    wrappers, autograd) is not in the intervals: R compares memory traffic, the kernel's own business.
+    Without it, flash-attn's bf16 rotary read R 0.5-0.97 run to run on an H100 (the GPU idled waiting
+    for the host)."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    kernel(), copy()
+    host = time.perf_counter() - t0  # host time to enqueue one rep
+    torch.cuda.synchronize()
+    reps = int(min(max_reps, max(min_reps, budget_s / max(time.perf_counter() - t0, 1e-6))))
+    tk, tc = [], []
+    for start in range(0, reps, chunk):
+        n = min(chunk, reps - start)
+        torch.cuda._sleep(int(min(2 * host * n, 0.1) * 2e9))  # cycles at <= 2 GHz: >= 2x the enqueue time
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(2 * n + 1)]
+        ev[0].record()
+        for i in range(n):
+            kernel()
+            ev[2 * i + 1].record()
+            copy()
+            ev[2 * i + 2].record()
+        torch.cuda.synchronize()
+        ms = [a.elapsed_time(b) / 1e3 for a, b in zip(ev, ev[1:])]
+        tk, tc = tk + ms[0::2], tc + ms[1::2]
     return tk, tc
 
 
@@ -143,25 +185,28 @@ def _measure(key, budget_s, device):
 
 
 def target(provider, mode, shape, device="cpu"):
-    """The issue's target R for this row, or None (CPU targets apply at T*H*D >= 2^20)."""
-    s = SHAPES[shape]
-    if device == "cpu" and s["t"] * s["hq"] * s["d"] < TARGET_MIN_ELEMENTS:
+    """The issue's target R for this row, or None where it does not apply (TARGET_SHAPES)."""
+    if shape not in TARGET_SHAPES[device]:
         return None
     return TARGETS.get((device, provider, mode))
 
 
-def environment():
+def environment(device="cpu"):
     """What a benchmark number depends on, recorded next to it."""
-    return dict(device=platform.processor() or platform.machine(), torch=torch.__version__, threads=THREADS, glibc_tunables=os.environ.get("GLIBC_TUNABLES", ""),
-                time=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    env = dict(device=platform.processor() or platform.machine(), torch=torch.__version__, threads=THREADS,
+               glibc_tunables=os.environ.get("GLIBC_TUNABLES", ""), time=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    if device == "cuda":
+        import triton
+        env.update(device=torch.cuda.get_device_name(), cuda=torch.version.cuda, triton=triton.__version__)
+    return env
 
 
-def best_of(keys, runs, budget_s=0.5):
+def best_of(keys, runs, budget_s=0.5, device="cpu"):
     """{key: [R of each run]}; runs interleave the keys so a noisy minute hits all of them."""
     out = {key: [] for key in keys}
     for _ in range(runs):
         for key in keys:
-            out[key].append(measure(key, budget_s=budget_s)["R"])
+            out[key].append(measure(key, budget_s=budget_s, device=device)["R"])
     return out
 
 
@@ -185,62 +230,25 @@ def check(path=BASELINE, runs=3, keys=None):
     return compare(measured, base)
 
 
-def write_baseline(path=BASELINE, runs=5, keys=GATED):
+def gpu_keys():
+    """GPU baseline rows: every provider present, fwd and bwd, both layouts, bf16 and fp32, prefill_large."""
+    from harness.measure import external_rope
+    providers = ["triton", "compiled", "complex", "eager", *(p for p in external_rope.BUILDERS if external_rope.available(p))]
+    return [f"{p}/{m}/{lay}/{dt}/prefill_large" for p in providers for m in ("fwd", "bwd") for lay in ("half", "interleaved")
+            for dt in ("bfloat16", "float32") if lay in external_rope.LAYOUTS.get(p, (lay,))]
+
+
+def write_baseline(path=BASELINE, runs=5, keys=GATED, device="cpu"):
     """Baseline = median R of `runs` runs per gated key, with the environment it was measured in."""
-    measured = best_of(keys, runs)
-    doc = dict(meta=dict(environment(), runs=runs, statistic="median of runs", drop=DROP,
-                         command=f"{sys.executable} -m harness.measure.kernels baseline --runs {runs}"),
-               R={key: statistics.median(v) for key, v in measured.items()}, runs=measured)
+    measured = best_of(keys, runs, device=device)
+    doc = dict(meta=dict(environment(device), runs=runs, statistic="median of runs", drop=DROP,
+                         command=" ".join([sys.executable, "-m", "harness.measure.kernels", *sys.argv[1:]])),
+               R={key: statistics.median(v) for key, v in measured.items()}, runs=measured,
+               targets={key: target(key.split("/")[0], key.split("/")[1], key.split("/")[4], device)
+                        for key in keys})
     pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(path).write_text(json.dumps(doc, indent=1) + "\n")
     return doc
-
-
-def report(bench_json):
-    """pytest-benchmark JSON (extra_info from tests/bench) -> long CSV + PNG of R next to the JSON."""
-    path = pathlib.Path(bench_json)
-    doc = json.loads(path.read_text())
-    rows = []
-    for b in doc["benchmarks"]:
-        e = b["extra_info"]
-        rows.append(dict(kernel="rope", provider=e["provider"], mode=e["mode"], layout=e["layout"],
-                         dtype=e["dtype"], metric="time", unit="s", x_name="shape", x_value=e["shape"],
-                         p20=e["p20"], p50=e["p50"], p80=e["p80"], R=e["R"], target=e.get("target"),
-                         device=e["device"], torch=e["torch"], glibc_tunables=e["glibc_tunables"],
-                         time=doc.get("datetime", "")))
-    with open(path.with_suffix(".csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, CSV_FIELDS)
-        w.writeheader()
-        w.writerows(rows)
-    print(f"{'provider':10s}{'mode':5s}{'layout':12s}{'dtype':10s}{'shape':9s}{'p50 ms':>9s}{'R':>7s}{'target':>8s}")
-    for r in sorted(rows, key=lambda r: (r["x_value"], r["dtype"], r["layout"], r["mode"], -r["R"])):
-        tgt = "" if r["target"] is None else (f"{r['target']:.2f} " + ("met" if r["R"] >= r["target"] else "MISSED"))
-        print(f"{r['provider']:10s}{r['mode']:5s}{r['layout']:12s}{r['dtype']:10s}{r['x_value']:9s}"
-              f"{1e3 * r['p50']:9.3f}{r['R']:7.3f}  {tgt}")
-    _plot(rows, path.with_suffix(".png"))
-    return rows
-
-
-def _plot(rows, png):
-    """One panel per shape: R per provider (bars: fwd/bwd x dtype x layout), target lines."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    shapes = sorted({r["x_value"] for r in rows})
-    fig, axes = plt.subplots(1, len(shapes), figsize=(7 * len(shapes), 4), squeeze=False)
-    for ax, shape in zip(axes[0], shapes):
-        sel = sorted((r for r in rows if r["x_value"] == shape), key=lambda r: (r["provider"], r["mode"]))
-        labels = [f"{r['provider']}\n{r['mode']} {r['dtype'][:4]} {r['layout'][:4]}" for r in sel]
-        ax.bar(range(len(sel)), [r["R"] for r in sel], color=["C0" if r["mode"] == "fwd" else "C1" for r in sel])
-        for i, r in enumerate(sel):
-            if r["target"] is not None:
-                ax.hlines(r["target"], i - 0.4, i + 0.4, colors="k", linestyles="--")
-        ax.set_xticks(range(len(sel)), labels, rotation=90, fontsize=6)
-        ax.set_ylabel("R = bytes/s / copy bytes/s")
-        ax.set_title(f"RoPE {shape} ({SHAPES[shape]}); dashed: target")
-    fig.tight_layout()
-    fig.savefig(png, dpi=120)
-    plt.close(fig)
 
 
 def main(argv=None):
@@ -250,14 +258,22 @@ def main(argv=None):
     p.add_argument("--baseline", default=str(BASELINE))
     p.add_argument("--runs", type=int)
     p.add_argument("--keys", nargs="*", help="check only these baseline keys")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="baseline on cuda: every GPU provider on prefill_large (results/baselines/kernels-<gpu>.json)")
     a = p.parse_args(argv)
-    print(f"environment: {environment()}")
+    if a.command != "report":  # a report's environment is the one recorded in its JSON rows
+        print(f"environment: {environment(a.device)}")
     if a.command == "report":
         if not a.json:
             p.error("report needs the pytest-benchmark JSON path")
+        from harness.measure.kernel_report import report
         report(a.json)
     elif a.command == "baseline":
-        print(json.dumps(write_baseline(a.baseline, a.runs or 5)["R"], indent=1))
+        keys = gpu_keys() if a.device == "cuda" else GATED
+        doc = write_baseline(a.baseline, a.runs or 5, keys, a.device)
+        for key, r in doc["R"].items():
+            tgt = doc["targets"][key]
+            print(f"{key:45s} R {r:.3f}" + ("" if tgt is None else f"  target {tgt:.2f} {'met' if r >= tgt else 'MISSED'}"))
     else:
         failures = check(a.baseline, a.runs or 3, a.keys)
         for line in failures:
