@@ -4,6 +4,9 @@ is offered only where its package imports (`available`). Each is called the way 
 - `liger`: Liger-Kernel's `LigerRopeFunction` (liger_kernel/ops/rope.py), as HF Llama calls it: q, k
   are (B, H, T, D) views of (B, T, H, D) projections and are rotated IN PLACE; cos, sin (1, T, D) in
   the I/O dtype (halves repeated, HF's table). GPT-NeoX (`half`) layout only.
+- `hf`: HF transformers' `apply_rotary_pos_emb` (models/llama), the rotate-half eager formula as HF
+  models run it: cos, sin (1, T, D) in the I/O dtype (halves repeated), out of place. The issue's
+  "HF-style eager" yardstick, on CPU and GPU alike.
 - `flash_attn`: flash-attn's Triton `apply_rotary` through `ApplyRotaryEmb` (flash_attn/layers/
   rotary.py): x (B, T, H, D), cos, sin (T, D/2) fp32, out of place, one launch per tensor (q, then k);
   both layouts. Its package `__init__` loads the CUDA attention extension; the rotary modules need
@@ -15,8 +18,8 @@ import importlib.util
 
 import torch
 
-PACKAGES = {"liger": "liger_kernel", "flash_attn": "flash_attn"}
-LAYOUTS = {"liger": ("half",), "flash_attn": ("half", "interleaved")}
+PACKAGES = {"liger": "liger_kernel", "flash_attn": "flash_attn", "hf": "transformers"}
+LAYOUTS = {"liger": ("half",), "flash_attn": ("half", "interleaved"), "hf": ("half",)}
 
 
 def available(provider):
@@ -46,7 +49,13 @@ def _flash_attn(q, k, cos, sin, layout):
     return (lambda q, k: (apply_rotary_emb(q, c, s, inter), apply_rotary_emb(k, c, s, inter))), q, k
 
 
-BUILDERS = {"liger": _liger, "flash_attn": _flash_attn}
+def _hf(q, k, cos, sin, layout):
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+    c, s = (torch.cat([t, t], dim=-1)[None].to(q.dtype) for t in (cos, sin))  # (1, T, D), HF's table
+    return (lambda q, k: apply_rotary_pos_emb(q, k, c, s)), q.detach(), k.detach()
+
+
+BUILDERS = {"liger": _liger, "flash_attn": _flash_attn, "hf": _hf}
 
 
 def build(provider, mode, q, k, cos, sin, layout):

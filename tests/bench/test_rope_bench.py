@@ -12,9 +12,10 @@ from harness.measure.kernels import (DEVICE_SHAPES, DTYPES, alternate, copy_fn, 
                                      measure, quantile, target)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-# On a GPU, Liger-Kernel's and flash-attn's kernels join where their packages import (external_rope)
-OUTSIDE = [p for p in external_rope.BUILDERS if DEVICE == "cuda" and external_rope.available(p)]
-PROVIDERS = ["eager", "complex", "compiled", *(["triton", *OUTSIDE] if DEVICE == "cuda" else ["cpu"])]
+# Outside kernels where their packages import (external_rope): HF's eager formula everywhere (transformers
+# is a dev dependency), Liger-Kernel's and flash-attn's Triton kernels on a GPU
+OUTSIDE = [p for p in external_rope.BUILDERS if external_rope.available(p) and (DEVICE == "cuda" or p == "hf")]
+PROVIDERS = ["eager", "complex", "compiled", *(["triton"] if DEVICE == "cuda" else ["cpu"]), *OUTSIDE]
 SHAPES = DEVICE_SHAPES[DEVICE]
 
 
