@@ -70,6 +70,25 @@ def _unknown_key(message: str):
     return f"unknown key {key!r}; valid keys{' in ' + parent if parent else ''}: {list(node.keys())}"
 
 
+def _null_parent(argv):
+    """For `a.b.c=v` under a node that is null by default (precision.pipeline), a clear line naming the
+    presets that fill it; Hydra only asserts "Unexpected type for root: NoneType". None if not that."""
+    overrides = [a for a in argv if not a.startswith("-")]
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o]
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        base = compose("config", overrides=[o for o in overrides if "." not in o.split("=", 1)[0]])
+    for key in keys:
+        parts = key.split(".")
+        for i in range(1, len(parts)):
+            parent = ".".join(parts[:i])
+            if OmegaConf.select(base, parent, default="<absent>") is None:
+                group = Path(CONF) / parts[0]
+                presets = sorted(f.stem for f in group.glob("*.yaml")) if group.is_dir() else []
+                hint = f"; choose one first, {parts[0]}=<one of {presets}>" if presets else ""
+                return f"cannot set {key!r}: {parent!r} is null{hint}"
+    return None
+
+
 def _combinations(overrides, sweeper_params):
     """Every job's override list (sweeps expanded), like Hydra's basic sweeper."""
     parser = OverridesParser.create()
@@ -171,7 +190,11 @@ def _cli(argv):
             sweep_dir, n_jobs = validate(argv)
         except Exception as e:  # noqa: BLE001 - any composition/validation error is the user's input
             msg = _one_line(e)
-            print(f"harness: error: {_unknown_key(msg) or msg}", file=sys.stderr)
+            try:
+                null = _null_parent(argv)
+            except Exception:  # noqa: BLE001 - only a better message; the original stands
+                null = None
+            print(f"harness: error: {_unknown_key(msg) or null or msg}", file=sys.stderr)
             sys.exit(2)
         if sweep_dir is not None:
             stop = threading.Event()

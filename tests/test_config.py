@@ -56,6 +56,7 @@ BAD = [
     (["encoding=alibl"], ["alibl", "alibi"]),  # unknown choice: lists the choices
     (["eval.protocol=both_ways"], ["eval.protocol", "nonoverlapping"]),  # dataclass validation
     (["-m", "encoding=rope,alibl"], ["alibl", "alibi"]),  # a bad value inside a sweep
+    (["precision.pipeline.table=fp16"], ["precision.pipeline", "is null", "hf_bf16"]),  # under a null node
 ]
 
 
