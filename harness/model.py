@@ -105,9 +105,12 @@ class Transformer(nn.Module):
         """idx (B, T) bytes; pos (T,) integer positions (default 0..T-1) -> logits (B, T, vocab)."""
         if pos is None:
             pos = torch.arange(idx.shape[1], device=idx.device)
-        x = self.encoding.embed(self.tok(idx), pos)
-        for block in self.blocks:
-            x = block(x, self.encoding, pos)
+        try:
+            x = self.encoding.embed(self.tok(idx), pos)
+            for block in self.blocks:
+                x = block(x, self.encoding, pos)
+        finally:
+            self.encoding.end_forward()
         return self.head(self.ln_f(x))
 
 

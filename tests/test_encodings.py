@@ -130,9 +130,9 @@ def test_model_cast_keeps_rotary_phase_in_fp32(name):
     assert (got.float() - ref).abs().max() < 0.05  # a bf16 phase would be off by up to pi
 
 
-def test_rotary_table_is_built_once_per_forward_and_rebuilt_after_a_step():
-    """Encoding.per_positions: every block of a forward shares one table; a learned table (rope_rf's
-    alpha) is rebuilt once the optimizer changes alpha, and one that needs grad is never kept."""
+def test_rotary_table_is_built_once_per_forward_and_not_kept_after_it():
+    """Encoding.per_positions: every block of a forward shares one table; a table that needs grad
+    (rope_rf's alpha while training) is built per block; nothing is kept once the forward ends."""
     enc = build("rope_rf", head_dim=16)
     model = Transformer(encoding=enc, n_layers=3, d_model=32, n_heads=2)
     built, make = [], enc._table
@@ -144,9 +144,12 @@ def test_rotary_table_is_built_once_per_forward_and_rebuilt_after_a_step():
     with torch.no_grad():
         pos = torch.arange(8)
         first = model(x, pos)
-        assert len(built) == 1  # eval forward: one table for the three blocks
-        model(x, pos)
-        assert len(built) == 1  # same positions tensor, same alpha: kept
-        enc.alpha.add_(0.5)  # what an optimizer step does (in place, bumps the version)
+        assert len(built) == 1 and "_per_positions" not in enc.__dict__  # one table for three blocks, dropped
+        enc.alpha.add_(0.5)  # what an optimizer step does
         second = model(x, pos)
     assert len(built) == 2 and not torch.equal(first, second)
+    with torch.no_grad():  # outside a model, a kept table is rebuilt once the parameters change
+        t1 = enc.table(pos)
+        assert enc.table(pos) is t1
+        enc.alpha.add_(0.5)
+        assert enc.table(pos) is not t1

@@ -31,8 +31,9 @@ class Encoding(nn.Module):
         passes the same `pos`, so per-layer tables are built once per forward, not n_layers times (on an
         H100 the rebuilt RoPE table cost a training step 19% against NoPE, see harness/measure/overhead.py).
         The key holds `pos` itself (so its memory is not reused by another tensor), its version and the
-        parameters' versions (an optimizer step invalidates a learned table). A result that requires grad
-        is not kept: each forward needs its own graph."""
+        parameters' versions. A result that requires grad is not kept (each use needs its own graph), and
+        the model drops what was kept at the end of each forward (`end_forward`): nothing outlives a
+        forward, so memory measured around one does not depend on the one before."""
         if pos.is_inference():  # inference-mode tensors keep no version counter
             return make()
         key = (pos._version, dtype, tuple(p._version for p in self.parameters()))
@@ -43,6 +44,10 @@ class Encoding(nn.Module):
         if not any(t.requires_grad for t in out):
             self.__dict__["_per_positions"] = (pos, key, out)
         return out
+
+    def end_forward(self):
+        """Called by the model after each forward: forget the tables kept by per_positions."""
+        self.__dict__.pop("_per_positions", None)
 
     @property
     def has_bias(self):
