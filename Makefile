@@ -11,6 +11,7 @@ TORCH ?= torch==2.13.0
 # 19x between processes without this (issue 5). Recorded in benchmark output.
 BENCH_ENV := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456
 SWEEP ?= default
+SEEDS ?=   # empty: the preset's own seed count (default 3, claims 5); SEEDS=5 runs seeds 0..4
 RESULTS ?= results/sweeps
 CLAIMS_OUT ?= results/claims
 
@@ -36,7 +37,7 @@ test-fast: install  ## tests without the few marked slow
 	$(PY) -m pytest -q -m "not slow"
 
 sweep: install  ## train + measure every run of preset SWEEP (default: all encodings, lm), then the report
-	$(PY) -m harness -m sweep=$(SWEEP)
+	$(PY) -m harness -m sweep=$(SWEEP) $(if $(strip $(SEEDS)),seeds=$(strip $(SEEDS)))
 	$(MAKE) --no-print-directory report
 
 report: install  ## report.md + PNG plots from the rows in $(RESULTS)/$(SWEEP)

@@ -123,7 +123,7 @@ def validate(argv):
                  for o in parser.parse_overrides(overrides)]
         cfg = compose("config", overrides=first, return_hydra_config=True)
         params = OmegaConf.select(cfg, "hydra.sweeper.params")
-        jobs = _combinations(overrides, OmegaConf.to_container(params) if multirun and params else None)
+        jobs = _combinations(overrides, OmegaConf.to_container(params, resolve=True) if multirun and params else None)
         for job in jobs:
             config_lib.to_config(compose("config", overrides=job))
         sweep_dir = Path(OmegaConf.select(cfg, "hydra.sweep.dir")) if multirun else None

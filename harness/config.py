@@ -1,6 +1,7 @@
 """Typed configuration: dataclasses registered in Hydra's ConfigStore. Hydra and OmegaConf stop here;
 the rest of the package receives these dataclasses and plain arguments."""
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -229,6 +230,9 @@ class Config:
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     seed: int = 0
+    # Seeds a sweep preset runs (its sweeper sweeps seed over range(0, seeds)): every comparison is paired
+    # by seed, since the seed sets model init, data order and eval windows. Not part of a run dir's name.
+    seeds: int = 1
     sweep: str = "single"  # the sweep name written into every row and used as the W&B group
     device: str = "cpu"
     threads: int = 0  # torch intra-op threads; 0 = torch's default. Parallel sweeps set 1 per job.
@@ -239,6 +243,8 @@ class Config:
         name = self.encoding.get("name")
         if name not in encodings.ENCODINGS:
             raise ValueError(f"unknown encoding {name!r}; expected one of {list(encodings.ENCODINGS)}")
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ValueError(f"unknown device {self.device!r}; expected cpu or cuda[:N]")
 
@@ -267,8 +273,9 @@ def run_name(override_dirname: str) -> str:
     """Run dir name from Hydra's override_dirname ('default' when there is none). Deterministic, so a
     rerun finds its dir; '/' cannot nest dirs, and a long name keeps a prefix + hash (255-byte limit)."""
     name = (override_dirname or "default").replace("/", "_")
-    if len(name) > 120:
-        name = f"{name[:100]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}"
+    if len(name) > 120:  # the seed stays readable: runs that differ only in it sit side by side
+        seed = re.search(r"(?:^|,)(seed=\d+)(?=,|$)", name)
+        name = f"{name[:100]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}" + (f",{seed.group(1)}" if seed else "")
     return name
 
 

@@ -177,6 +177,14 @@ def lm_batch(tokens: torch.Tensor, batch_size: int, seq_len: int,
     return w[:, :-1], w[:, 1:]
 
 
+def eval_offset(n: int, need: int, seed: int) -> int:
+    """Where seed `seed` starts scoring a held-out split of n tokens: uniform in [0, n - need] (0 when the
+    split is shorter), so that every seed scores other text and the CIs over seeds cover the choice of
+    text, while all encodings trained with one seed are scored on the same windows (paired by seed)."""
+    u = torch.rand((), generator=torch.Generator().manual_seed(7_777_777 + seed)).item()
+    return int(u * max(0, n - need))
+
+
 def eval_windows(tokens: torch.Tensor, seq_len: int, *, protocol: str = "nonoverlapping",
                  stride: Optional[int] = None, max_tokens: Optional[int] = None
                  ) -> Iterator[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:

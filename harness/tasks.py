@@ -41,8 +41,14 @@ class LMTask:
     def __init__(self, task_cfg, seed):
         from harness import data
         self.data = data
+        self.seed = seed
         self.corpus = data.load_corpus(task_cfg.corpus)
         self.splits = data.split(self.corpus.data)
+
+    def eval_tokens(self, split, need):
+        """The held-out text this seed scores: the split from a seeded offset on (data.eval_offset)."""
+        tokens = self.splits[split]
+        return tokens[self.data.eval_offset(tokens.numel(), need, self.seed):]
 
     def describe(self):
         return {"corpus": self.corpus.name, "sha256": self.corpus.sha256, "bytes": len(self.corpus.data)}
@@ -54,14 +60,18 @@ class LMTask:
 
     def eval_batch(self, length, max_tokens, split="val"):
         """(x, y, mask, pos): nonoverlapping windows of the split, at least one whole window; pos None."""
-        ws = self.data.eval_windows(self.splits[split], length, protocol="nonoverlapping",
+        need = max(max_tokens, length) + length + 1
+        ws = self.data.eval_windows(self.eval_tokens(split, need), length, protocol="nonoverlapping",
                                     max_tokens=max(max_tokens, length))
         x, y, mask = (torch.cat(t) for t in zip(*ws))
         return x, y, mask, None
 
     def evaluate(self, model, cfg, device, progress=True):
         from harness.measure import extrapolation
-        return extrapolation.lm_rows(model, self.data, self.splits[cfg.eval.split], cfg, device, progress)
+        lens = cfg.eval.resolved_lens(cfg.train.seq_len)
+        need = cfg.eval.max_tokens + 2 * max(lens) + 1  # the sliding protocol's span at the longest length
+        return extrapolation.lm_rows(model, self.data, self.eval_tokens(cfg.eval.split, need), cfg, device,
+                                     progress)
 
 
 class SyntheticTask:
@@ -73,6 +83,7 @@ class SyntheticTask:
         self.fn = self.module.TASKS[self.name]
         self.params = dict(task_cfg.params)
         self.min_len = task_cfg.min_len
+        self.seed = seed
 
     def describe(self):
         return {"generator": self.name, **self.params}
@@ -88,7 +99,8 @@ class SyntheticTask:
 
     def eval_batch(self, length, max_tokens, split="val"):
         """(x, y, mask, pos): max_tokens // length sequences (at least one), one seeded test set per length."""
-        generator = torch.Generator().manual_seed(1_000_003 + length)
+        from harness.measure.extrapolation import eval_generator
+        generator = eval_generator(length, self.seed)
         b = self.batch(max(1, max_tokens // length), length, generator)
         return b.x, b.y, b.mask, b.pos
 

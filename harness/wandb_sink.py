@@ -35,7 +35,8 @@ def log(run_dir, wandb_cfg, config_dict, run_id, group, rows, train_log, status)
                                                             title=f"{run_id}: PPL vs eval length")
             run.log(log_dict)
             run.summary["status"] = status["status"]
-            base = rows[~rows.params.str.contains('"extension"')]  # extension rows live in the Table
+            # extension and per-position rows live in the Table (one summary key per metric/protocol/length)
+            base = rows[~rows.params.str.contains('"extension"') & (rows.metric != "nll_by_pos")]
             for r in base.itertuples():
                 key = r.metric if pd.isna(r.eval_len) else f"{r.metric}/{r.protocol}/{int(r.eval_len)}"
                 run.summary[key] = r.value
@@ -44,3 +45,31 @@ def log(run_dir, wandb_cfg, config_dict, run_id, group, rows, train_log, status)
         return None
     except Exception as e:  # noqa: BLE001 - W&B is a sink: report, never take local results down
         return f"wandb {wandb_cfg.mode} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
+def log_summary(out_dir, mode, group, summary, project="pe-harness", entity=None):
+    """One W&B run per sweep report (job_type 'report', the sweep's group): the over-seed aggregates of
+    harness.stats.summarize as a Table, and `<metric>/<protocol>/<eval_len>/<variant>` summary keys
+    holding mean, lo, hi and n. Per-run W&B runs hold one seed each; this is where seeds meet.
+    Returns None on success (or mode 'disabled'), else a one-line error string."""
+    if mode == "disabled":
+        return None
+    try:
+        os.environ.setdefault("WANDB_SILENT", "true")
+        import wandb
+        wandb_dir = Path(out_dir) / "wandb_files"
+        wandb_dir.mkdir(parents=True, exist_ok=True)
+        run = wandb.init(mode=mode, project=project, entity=entity, dir=str(wandb_dir), group=group,
+                         name=f"{group}/report", job_type="report", reinit="finish_previous")
+        try:
+            table = summary.astype({c: "float64" for c in ("eval_len",) if c in summary})
+            run.log({"summary": wandb.Table(dataframe=table)})
+            for r in summary.itertuples():
+                length = "" if pd.isna(r.eval_len) else f"/{int(r.eval_len)}"
+                run.summary[f"{r.metric}/{r.protocol}{length}/{r.variant}"] = {
+                    "mean": r.mean, "lo": r.lo, "hi": r.hi, "n": int(r.n)}
+        finally:
+            run.finish()
+        return None
+    except Exception as e:  # noqa: BLE001 - W&B is a sink: the report on disk stands either way
+        return f"wandb {mode} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

@@ -2,14 +2,13 @@
 
 lm-eval calls each `custom_dataset` function with the task's `metadata` merged with the run-time
 metadata (every --model_args and --metadata key), so each takes `**_lm_eval_metadata` and ignores the
-keys that are not its own. Synthetic docs use the runner's test-set seed (1_000_003 + length), so an
-lm-eval doc set is the same set of sequences harness.measure.extrapolation scores."""
+keys that are not its own. Synthetic docs are the runner's seed-0 test set (extrapolation.eval_generator),
+so an lm-eval doc set is the same set of sequences harness.measure.extrapolation scores for seed 0."""
 import datasets
 import torch
 
 from harness import data, synthetic
-
-TEST_SEED = 1_000_003  # harness.measure.extrapolation.synthetic_rows: one test set per length
+from harness.measure.extrapolation import eval_generator
 
 
 def _text(tokens):
@@ -22,7 +21,7 @@ def _synthetic(task, lengths, n, grid=({},), **params):
     rows = []
     for L in lengths:
         for extra in grid:
-            b = synthetic.generate(task, n, int(L), torch.Generator().manual_seed(TEST_SEED + int(L)),
+            b = synthetic.generate(task, n, int(L), eval_generator(int(L), 0),
                                    **params, **extra)
             seq = torch.cat([b.x, b.y[:, -1:]], dim=1)  # (n, L + 1): the whole sequence
             K = int(b.mask[0].sum())  # answer bytes, the last K of seq

@@ -1,26 +1,68 @@
-"""`make claims` (issue 8): verdict rules on synthetic evidence, the table writer, the registry's fields,
-and the attention maps recomputed outside the model. No training."""
+"""`make claims` (issue 8): verdict rules on synthetic evidence (trained claims as 95% CIs over seeds), the
+interval-vs-threshold helper, the measure functions on a tiny synthetic multi-seed sweep dir, the table
+writer, the registry's fields, and the attention maps recomputed outside the model. No training."""
+import json
 import math
 
+import pandas as pd
 import pytest
+import scipy.stats
 import torch
+import yaml
 
-from harness import encodings
-from harness.claims import CLAIMS, costs, maths, run, trained
+from harness import encodings, results, stats
+from harness import model as model_lib
+from harness.claims import CLAIMS, costs, judge, maths, run, trained
 from harness.claims.attention import locality, probabilities
-from harness.claims.table import VERDICTS, Claim, Evidence, by_parts, write
+from harness.claims.table import VERDICTS, Claim, Evidence, by_parts, plot, write
+from harness.config import from_dict, to_dict
 from harness.model import Transformer
 
 NAN = math.nan
 S, C, I = VERDICTS  # supported, contradicted, inconclusive
 
 
-def _base(ppl1, ppl8):
-    return {f"ppl{k}_{b:g}": v for k, vals in ((1, ppl1), (8, ppl8)) for b, v in zip(trained.BASES, vals)}
+def iv(key, mean, lo=None, hi=None, n=3):
+    """One quantity in the trained claims' flat convention (harness.claims.judge): a CI of +-1% by default."""
+    lo = mean - 0.01 * abs(mean or 1) if lo is None else lo
+    hi = mean + 0.01 * abs(mean or 1) if hi is None else hi
+    return {key: mean, f"{key}_lo": lo, f"{key}_hi": hi, f"{key}_n": float(n)}
 
 
-def _linear(rope, nope, drop):
-    return dict(ppl_linear_rope=rope, ppl_linear_nope=nope, ppl_softmax_rope=5.0, loss_drop_linear_rope=drop)
+def ivs(n=3, **q):
+    """iv for several quantities: name=mean or name=(mean, lo, hi)."""
+    out = {}
+    for k, v in q.items():
+        out.update(iv(k, *(v if isinstance(v, tuple) else (v,)), n=n))
+    return out
+
+
+OTHER = (100, 1000, 100000, 500000)  # bases compared with 1e4 (the rule reads them from the keys)
+
+
+def _base(d1, d8, n=3):
+    """d<k>_<b> = PPL(1e4) - PPL(b), paired by seed; d1/d8: {base: mean or (mean, lo, hi)}, default -0.5."""
+    return ivs(n, **{f"d{k}_{b}": d.get(b, -0.5) for k, d in ((1, d1), (8, d8)) for b in OTHER})
+
+
+def _lengths(r2, r4, r8, mono=(0.1, 0.1), n=3):
+    return ivs(n, r2=r2, r4=r4, r8=r8, r4_minus_r2=mono[0], r8_minus_r4=mono[1])
+
+
+def _extrap(learned=2.0, sinusoidal=1.3, alibi=1.0, t5=1.01, sin_minus_learned=-0.7, n=3):
+    return ivs(n, r8_learned=learned, r8_sinusoidal=sinusoidal, r8_alibi=alibi, r8_t5=t5,
+               r8_sinusoidal_minus_learned=sin_minus_learned)
+
+
+def _linear(d, drop, n=3):
+    return ivs(n, d_linear_rope_nope=d, loss_drop_linear_rope=drop, linear_over_softmax=1.3)
+
+
+def _rvl(ratio, params=0.0, n=3):
+    return {**ivs(n, ratio_rope_learned=ratio), "params_rope": params, "params_learned": 9.0}
+
+
+WIDE = (0.5, -0.3, 1.3)  # a mean on the claim's side whose CI crosses the threshold
 
 
 # rule -> [(numbers, expected verdict)]: each rule shown to reach each verdict
@@ -43,24 +85,28 @@ CASES = {
     costs.cost_rule: [(dict(extra_params_rope=0.0, rotate_slope=1.0, overhead_first=1.3, overhead_last=1.05), S),
                       (dict(extra_params_rope=8.0, rotate_slope=1.0, overhead_first=1.3, overhead_last=1.05), C),
                       (dict(extra_params_rope=0.0, rotate_slope=0.4, overhead_first=1.3, overhead_last=1.05), I)],
-    trained.locality_rule: [(dict(spearman=1.0, spread=1.5, n_runs=5.0), S),
-                            (dict(spearman=-0.9, spread=1.5, n_runs=5.0), C),
-                            (dict(spearman=0.9, spread=1.01, n_runs=5.0), I),
-                            (dict(spearman=NAN, spread=NAN, n_runs=0.0), I)],
-    trained.learned_freq_rule: [(dict(max_rel=0.01), S), (dict(max_rel=0.5), C), (dict(max_rel=0.1), I)],
-    trained.bases_rule: [(_base([7, 6, 5, 5.5, 5.2], [9, 8, 7, 9, 8]), S),
-                         (_base([5, 6, 7, 5.5, 5.2], [5, 8, 9, 6, 8]), C),
-                         (_base([7, 6, 5, 5.5, 5.2], [9, 6, 7, 9, 8]), I), (_base([NAN] * 5, [NAN] * 5), I)],
-    trained.rope_lengths_rule: [(dict(r2=1.02, r4=1.2, r8=2.0), S), (dict(r2=1.3, r4=1.2, r8=2.0), C),
-                                (dict(r2=1.02, r4=1.2, r8=1.3), I)],
-    trained.absolute_vs_bias_rule: [(dict(r8_learned=2.0, r8_sinusoidal=1.3, r8_alibi=1.0, r8_t5=1.01), S),
-                                    (dict(r8_learned=1.0, r8_sinusoidal=1.0, r8_alibi=1.0, r8_t5=1.01), C),
-                                    (dict(r8_learned=2.0, r8_sinusoidal=1.3, r8_alibi=1.0, r8_t5=1.2), I)],
-    trained.linear_rule: [(_linear(5.0, 6.0, 0.4), S), (_linear(5.0, 6.0, 0.9), C), (_linear(7.0, 6.0, 0.4), C),
-                          (_linear(6.0, 6.0, 0.4), I), (_linear(NAN, 6.0, 0.4), I)],
-    trained.rope_vs_learned_rule: [(dict(ppl_rope=5.0, ppl_learned=5.1, params_rope=0.0, params_learned=9.0), S),
-                                   (dict(ppl_rope=6.0, ppl_learned=5.0, params_rope=0.0, params_learned=9.0), C),
-                                   (dict(ppl_rope=5.3, ppl_learned=5.0, params_rope=0.0, params_learned=9.0), I)],
+    # trained rules: each verdict, inconclusive from a wide CI and from n < 3, and with nothing measured
+    trained.locality_rule: [(ivs(spearman=0.9, spread=1.5), S), (ivs(spearman=-0.9, spread=1.5), C),
+                            (ivs(spearman=0.9, spread=1.05), C), (ivs(spearman=WIDE, spread=1.5), I),
+                            (ivs(n=2, spearman=0.9, spread=1.5), I), (ivs(n=0, spearman=NAN, spread=NAN), I)],
+    trained.learned_freq_rule: [(ivs(max_rel=0.01), S), (ivs(max_rel=0.5), C), (ivs(max_rel=0.1), I),
+                                (ivs(max_rel=(0.03, 0.01, 0.3)), I), (ivs(n=2, max_rel=0.01), I), ({}, I)],
+    trained.bases_rule: [(_base({}, {}), S), (_base({100: 0.4}, {100000: 0.4}), C),
+                         (_base({}, {500000: (-0.1, -0.3, 0.1)}), I),  # a tie at 8x: 1e4 not shown best
+                         (_base({1000: 0.4}, {}), I),  # one part contradicted (1e3 beats 1e4 at 1x)
+                         (_base({100: 0.4}, {}), C),  # 100 beats 1e4: '1e4 best at 1x' and '100 poor' both fail
+                         (_base({}, {}, n=2), I), ({}, I)],
+    trained.rope_lengths_rule: [(_lengths(1.02, 1.2, 2.0), S), (_lengths(1.3, 1.2, 1.3), C),
+                                (_lengths(1.02, 1.2, 2.0, mono=(-0.1, 0.1)), C),  # falls with length
+                                (_lengths(1.02, 1.2, (1.6, 1.4, 1.8)), I), (_lengths(1.02, 1.2, 1.3), I),
+                                (_lengths(1.02, 1.2, 2.0, n=2), I)],
+    trained.absolute_vs_bias_rule: [(_extrap(), S), (_extrap(learned=1.0, alibi=1.3), C),
+                                    (_extrap(t5=(1.04, 1.0, 1.2)), I), (_extrap(t5=1.2), I),
+                                    (_extrap(sin_minus_learned=WIDE), I), (_extrap(n=2), I)],
+    trained.linear_rule: [(_linear(-1.0, 0.4), S), (_linear(-1.0, 0.9), C), (_linear(1.0, 0.4), C),
+                          (_linear((-0.1, -0.5, 0.3), 0.4), I), (_linear(-1.0, 0.4, n=2), I), ({}, I)],
+    trained.rope_vs_learned_rule: [(_rvl(0.8), S), (_rvl(1.2), C), (_rvl(0.8, params=8.0), C), (_rvl(1.05), I),
+                                   (_rvl((1.0, 0.9, 1.1)), I), (_rvl(0.8, n=2), I), (_rvl(0.8, params=NAN), I)],
 }
 
 
@@ -145,3 +191,209 @@ def test_locality_of_known_maps():
     uniform = torch.ones(T, T).tril()
     uniform = (uniform / uniform.sum(-1, keepdim=True))[None, None]
     assert locality([diag]) == 0 and locality([uniform]) == pytest.approx(1.0)
+
+
+# ---- the shared interval-vs-threshold helper and by_parts' third state
+def test_judge_on_the_interval():
+    e = lambda mean, lo, hi, n=3: judge.Est(mean, lo, hi, n)  # noqa: E731
+    v, text = judge.judge(e(1.62, 1.51, 1.77), 1.5, "above", label="8x/1x")
+    assert v == S and text == "8x/1x = 1.62 [1.51, 1.77] (n=3) > 1.5"
+    assert judge.judge(e(1.2, 1.1, 1.3), 1.5, "above", label="r")[0] == C  # wholly on the other side
+    assert judge.judge(e(1.62, 1.4, 1.8), 1.5, "above", label="r")[0] == I  # the CI contains the threshold
+    assert judge.judge(e(1.62, 1.5, 1.8), 1.5, "above", label="r")[0] == I  # the threshold is on neither side
+    assert judge.judge(e(-2.0, -3.0, -1.0), 0.0, "below", label="d")[0] == S
+    assert judge.judge(e(2.0, 1.0, 3.0), 0.0, "below", label="d")[0] == C
+    v, text = judge.judge(e(1.62, 1.51, 1.77, n=2), 1.5, "above", label="r")  # clear CI, too few seeds
+    assert v == I and "needs >= 3 seeds (have 2)" in text
+    assert judge.judge(e(1.62, NAN, NAN, n=1), 1.5, "above", label="r")[0] == I
+    # a dead zone: supported below 0.05, contradicted only above 0.25
+    assert [judge.judge(e(m, m - 0.01, m + 0.01), 0.05, "below", far=0.25, label="x")[0]
+            for m in (0.02, 0.1, 0.3)] == [S, I, C]
+    assert [judge.within(e(m, m - 0.01, m + 0.01), 1.1, 1.5, label="x")[0] for m in (1.3, 1.05, 1.6, 1.5)] == [
+        S, C, C, I]
+    with pytest.raises(ValueError, match="above"):
+        judge.judge(e(1, 0, 2), 0, "over", label="x")
+
+
+def test_put_and_est_round_trip_stats_results():
+    n = judge.put({}, "r", stats.interval([1.0, 2.0, 3.0]))
+    # scipy.stats.t.interval(0.95, 2, loc=2, scale=sem([1, 2, 3]) = 1/sqrt(3)): 2 -+ 4.303 / sqrt(3)
+    lo, hi = scipy.stats.t.interval(0.95, 2, loc=2.0, scale=scipy.stats.sem([1.0, 2.0, 3.0]))
+    assert judge.est(n, "r") == judge.Est(2.0, pytest.approx(lo), pytest.approx(hi), 3)
+    judge.put(n, "d", stats.paired([1.0, 2.0, 4.0], [0.0, 0.0, 1.0]))  # differences 1, 2, 3
+    assert judge.est(n, "d").mean == pytest.approx(2.0) and judge.est(n, "d").lo == pytest.approx(lo)
+    assert judge.est(n, "absent") .n == 0 and judge.unmeasured(n, ["absent"]) and judge.fewest(n, ["r", "d"]) == 3
+
+
+def test_by_parts_with_inconclusive_parts():
+    assert by_parts([("a", S), ("b", I), ("c", S)])[0] == I  # an open part: at best inconclusive
+    assert by_parts([("a", C), ("b", I), ("c", S)])[0] == I  # one clearly wrong part of three
+    assert by_parts([("a", C), ("b", C), ("c", I)])[0] == C  # two clearly wrong parts
+    assert by_parts([("a", C), ("b", S)], contradict_at=1)[0] == C
+    v, reason = by_parts([("a", C), ("b", I), ("c", S)])
+    assert reason == "fails: a (open: b. holds: c)"
+    with pytest.raises(ValueError, match="unknown verdict"):
+        by_parts([("a", "maybe")])
+
+
+# ---- measure functions on a tiny synthetic sweep dir (several seeds, rows via results.write_rows)
+TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog {i * 7 % 13}\n" for i in range(1500))
+RATIO = {"rope": (1.02, 1.2, 2.0), "learned": (1.2, 1.6, 2.2), "sinusoidal": (1.05, 1.2, 1.4),
+         "alibi": (0.99, 0.98, 0.98), "t5": (1.0, 1.01, 1.01)}  # PPL at 2x, 4x, 8x over PPL at 1x
+PPL1 = {"rope": 5.0, "learned": 6.0, "sinusoidal": 6.5, "alibi": 5.5, "t5": 5.4, "rope_learned_freq": 5.1,
+        "rope_rf": 5.2}
+BASE_PPL = {100.0: (6.0, 8.0), 10000.0: (5.0, 7.0), 1000000.0: (5.3, 9.0)}  # (1x, 8x); not the BASES of old
+
+
+def _yaml_params(enc):
+    return {k: v for k, v in yaml.safe_load((trained.ENCODING_CONF / f"{enc}.yaml").read_text()).items()
+            if k != "name"}
+
+
+def _write_run(root, sweep, name, enc, seed, train_len, rows, params=None, state=None, config=None):
+    """rows: dicts of metric, eval_len, protocol, value (+ step, + extra params) -> <root>/<sweep>/<name>."""
+    p = {**_yaml_params(enc), **(params or {})}
+    base = dict(run_id=f"{sweep}/{name}", sweep=sweep, encoding=enc, model="tiny", d_model=32, n_layers=1,
+                n_heads=4, head_dim=8, task="lm", train_len=train_len, dtype="float32", device="cpu", unit="",
+                seed=seed, step=0, torch="t", harness_version="h", git_sha="g", time="now")
+    out = [{**base, **{k: v for k, v in r.items() if k != "extra"},
+            "params": json.dumps({**p, **r.get("extra", {})}, sort_keys=True)} for r in rows]
+    df = pd.DataFrame(out, columns=results.COLUMNS)
+    df["eval_len"] = df["eval_len"].astype("Int64")
+    results.write_rows(root / sweep / name, df)
+    if state is not None:
+        results.write_checkpoint(root / sweep / name, state, config or {})
+
+
+def _lm_rows(ppl1, ratios, T, seed, loss=(5.0, 3.0, 2.0)):
+    """PPL at 1, 2, 4, 8 x T, a ratio jitter that differs by seed, an extension row and a sliding row that must
+    be ignored, train rows (train_loss per step, for the staleness check)."""
+    jitter = 1 + 0.01 * (seed - 1)
+    out = [dict(metric="ppl", eval_len=T, protocol="nonoverlapping", value=ppl1 * (1 + 0.02 * seed))]
+    out += [dict(metric="ppl", eval_len=k * T, protocol="nonoverlapping", value=ppl1 * (1 + 0.02 * seed) * r * jitter)
+            for k, r in zip((2, 4, 8), ratios)]
+    out += [dict(metric="ppl", eval_len=8 * T, protocol="nonoverlapping", value=99.0, extra={"extension": "ntk"}),
+            dict(metric="ppl", eval_len=8 * T, protocol="sliding32", value=98.0)]
+    out += [dict(metric="train_loss", eval_len=None, protocol="train", value=v * (1 + 0.01 * seed), step=10 * i)
+            for i, v in enumerate(loss)]
+    return out
+
+
+def _run_name(key, value, seed):
+    return f"{key}={value}" if (key, seed) == ("encoding", 0) and value == "learned" else f"{key}={value},seed={seed}"
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory):
+    """default (train length 32, seeds 0-2; learned's seed 0 under the old single-seed name), base_ablation
+    (train length 16, bases 100/1e4/1e6, seeds 0-2, real checkpoints of an untrained tiny model), claims
+    (linear attention, seeds 0-4)."""
+    root = tmp_path_factory.mktemp("sweeps")
+    (root / "corpus.txt").write_text(TEXT)
+    for seed in range(3):
+        for enc, ppl1 in PPL1.items():
+            state = None
+            if enc == "learned":
+                state = {"encoding.pos.weight": torch.zeros(8, 4), "tok.weight": torch.zeros(2, 2)}
+            elif enc == "rope":
+                state = {"tok.weight": torch.zeros(2, 2)}
+            elif enc == "rope_learned_freq":  # theta_i / init - 1 = 0.01 (seed + 1) at i = 1
+                state = {"encoding.log_scale": torch.log(torch.tensor([1.0, 1 + 0.01 * (seed + 1)]))}
+            elif enc == "rope_rf":
+                state = {"encoding.alpha": torch.tensor(0.05)}
+            _write_run(root, "default", _run_name("encoding", enc, seed), enc, seed, 32,
+                       _lm_rows(ppl1, RATIO.get(enc, (1.0, 1.0, 1.0)), 32, seed), state=state)
+        for b, (p1, p8) in BASE_PPL.items():
+            cfg = from_dict({"encoding": {"name": "rope", "base": b}, "seed": seed,
+                             "model": {"n_layers": 1, "d_model": 32, "n_heads": 4},
+                             "task": {"corpus": str(root / "corpus.txt")}, "train": {"seq_len": 16}})
+            torch.manual_seed(seed)
+            net = model_lib.from_config(cfg.model, cfg.encoding)
+            _write_run(root, "base_ablation", f"encoding.base={b},seed={seed}", "rope", seed, 16,
+                       _lm_rows(p1, (1.0, 1.0, p8 / p1), 16, seed), params={"base": b},
+                       state=net.state_dict(), config=to_dict(cfg))
+    for seed in range(5):
+        for enc, ppl1 in (("rope", 7.0), ("nope", 9.0)):
+            _write_run(root, "claims", f"encoding={enc},seed={seed}", enc, seed, 32,
+                       _lm_rows(ppl1, (1.0, 1.0, 1.0), 32, seed, loss=(5.0, 3.0, 2.0 if enc == "rope" else 4.0)))
+    return root
+
+
+def _measure(root, tmp_path, fn):
+    from harness.claims import Context
+    return fn(Context(root, tmp_path))
+
+
+def test_ratio_claims_read_seeds_and_train_length_from_rows(sweeps, tmp_path):
+    ev = _measure(sweeps, tmp_path, trained.rope_lengths)
+    n = ev.numbers
+    # per seed r_k = RATIO * jitter, jitter = 1 + 0.01 (seed - 1): mean over seeds 0-2 = RATIO exactly;
+    # 99.0 (an extension row) and 98.0 (sliding) at 8x would move it if they were read
+    for k, r in zip((2, 4, 8), RATIO["rope"]):
+        assert n[f"r{k}"] == pytest.approx(r) and n[f"r{k}_n"] == 3
+        x = [r * (1 + 0.01 * (s - 1)) for s in range(3)]
+        lo, hi = scipy.stats.t.interval(0.95, 2, loc=r, scale=scipy.stats.sem(x))  # the t CI over 3 seeds
+        assert (n[f"r{k}_lo"], n[f"r{k}_hi"]) == (pytest.approx(lo), pytest.approx(hi))
+    assert ev.n == 3 and (tmp_path / ev.plot).exists() and "train length 32" in ev.summary
+    assert trained.rope_lengths_rule(n)[0] == S
+
+    ev = _measure(sweeps, tmp_path, trained.absolute_vs_bias)
+    assert ev.numbers["r8_learned_n"] == 3  # seed 0 read from the old single-seed dir `encoding=learned`
+    # paired by seed: sinusoidal - learned = (1.4 - 2.2) * jitter, mean -0.8
+    assert ev.numbers["r8_sinusoidal_minus_learned"] == pytest.approx(-0.8)
+    v, reason = trained.absolute_vs_bias_rule(ev.numbers)
+    assert v == S and "(n=3)" in reason
+
+
+def test_base_claim_reads_the_bases_from_rows(sweeps, tmp_path):
+    ev = _measure(sweeps, tmp_path, trained.bases)
+    n = ev.numbers
+    assert trained._diffs(n, 1) == ["100", "1e+06"] == trained._diffs(n, 8)  # not the old typed-in list
+    # PPL(1e4) - PPL(100) at 1x, seed s: (5 - 6)(1 + 0.02 s); mean over seeds 0-2: -1.02; 1x is T = 16
+    assert n["d1_100"] == pytest.approx(-1.02) and n["d1_100_n"] == 3
+    # PPL(1e4) at 8x = 16 * 8 = 128, seed s: 7 (1 + 0.02 s)(1 + 0.01 (s - 1)) (the per-seed jitter of _lm_rows)
+    assert n["ppl8_10000"] == pytest.approx(sum(7.0 * (1 + 0.02 * s) * (1 + 0.01 * (s - 1)) for s in range(3)) / 3)
+    v, reason = trained.bases_rule(n)
+    assert v == I and "1e5" in reason  # base 1e5 was not ablated here: its part stays open
+    assert ev.n == 3 and (tmp_path / ev.plot).exists()
+
+
+def test_checkpoint_claims_find_seed_suffixed_and_old_dirs(sweeps, tmp_path):
+    ev = _measure(sweeps, tmp_path, trained.rope_vs_learned)
+    n = ev.numbers
+    assert n["params_rope"] == 0 and n["params_learned"] == 32  # encoding.* of the checkpoints
+    assert n["ratio_rope_learned"] == pytest.approx(5 / 6) and n["ratio_rope_learned_n"] == 3
+    assert trained.rope_vs_learned_rule(n)[0] == S
+    ev = _measure(sweeps, tmp_path, trained.learned_freq)
+    # max |theta_i / init - 1| per seed: 0.01, 0.02, 0.03 -> mean 0.02 over 3 seeds
+    assert ev.numbers["max_rel"] == pytest.approx(0.02) and ev.numbers["max_rel_n"] == 3
+    assert ev.numbers["alpha"] == pytest.approx(0.05) and "head_dim 8" in ev.summary  # from the rows
+    assert trained.learned_freq_rule(ev.numbers)[0] == S and (tmp_path / ev.plot).exists()
+
+
+def test_linear_claim_pairs_five_seeds(sweeps, tmp_path):
+    ev = _measure(sweeps, tmp_path, trained.linear)
+    n = ev.numbers
+    assert n["d_linear_rope_nope"] == pytest.approx(-2.0 * 1.04) and n["d_linear_rope_nope_n"] == 5
+    assert n["loss_drop_linear_rope"] == pytest.approx(0.4) and ev.n == 5
+    assert trained.linear_rule(n)[0] == S and (tmp_path / ev.plot).exists()
+
+
+def test_locality_over_seeded_checkpoints(sweeps, tmp_path):
+    ev = _measure(sweeps, tmp_path, trained.locality)
+    n = ev.numbers
+    assert n["spearman_n"] == 3 and n["spread_n"] == 3 and n["spread"] >= 1  # 3 bases per seed
+    assert -1 <= n["spearman"] <= 1 and (tmp_path / ev.plot).exists()
+    assert trained.locality_rule(n)[0] in VERDICTS
+
+
+def test_writer_states_n_and_plot_draws_intervals(tmp_path):
+    claim = Claim(7, "t", "s", "python -m harness.claims --only 7", maths.relative, maths.relative_rule)
+    text = write([(claim, Evidence({}, "e", None, n=3), S, "r")], tmp_path).read_text()
+    assert "| e | 3 | **supported** |" in text
+    png = plot(tmp_path / "ci.png", {"a": ([1, 2], [1.0, 2.0], [0.5, NAN], [1.5, NAN]),
+                                     "b": (list(range(30)), [1.0] * 30, [0.9] * 30, [1.1] * 30)},
+               xlabel="x", ylabel="y", title="t")
+    assert png == "ci.png" and (tmp_path / png).stat().st_size > 0
+    assert plot(tmp_path / "bar.png", {"a": ([0, 1], [0.1, 0.2], [0.0, 0.1], [0.2, 0.3])}, xlabel="x", ylabel="y",
+                title="t", kind="bar") == "bar.png"

@@ -38,16 +38,35 @@ def test_every_sweep_preset_composes_and_validates(preset):
     assert sweep_dir.name == preset and n_jobs >= 2
 
 
-def test_default_preset_sweeps_every_encoding():
+def test_default_preset_sweeps_every_encoding_over_three_seeds():
     from harness import encodings
     _, n_jobs = validate(["-m", "sweep=default"])
-    assert n_jobs == len(encodings.ENCODINGS)
+    assert n_jobs == 3 * len(encodings.ENCODINGS)
+    _, n_jobs = validate(["-m", "sweep=default", "seeds=5"])  # the seed count is one override
+    assert n_jobs == 5 * len(encodings.ENCODINGS)
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in (Path(ROOT) / "conf" / "sweep").glob("*.yaml")))
+def test_every_preset_runs_several_seeds(preset):
+    """Paired comparisons need seeds: every preset sweeps seed over range(0, seeds) with seeds >= 3
+    (claims 5) unless its file says why not."""
+    with initialize_config_dir(config_dir=str(Path(ROOT) / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=[f"sweep={preset}"], return_hydra_config=True)
+    text = (Path(ROOT) / "conf" / "sweep" / f"{preset}.yaml").read_text()
+    assert cfg.hydra.sweeper.params.seed == f"range(0,{cfg.seeds})", preset
+    assert cfg.seeds >= (5 if preset == "claims" else 3) or "fewer seeds because" in text, preset
 
 
 def test_run_name_is_stable_and_short():
     long = ",".join(f"k{i}=v{i}" for i in range(60))
     assert config_lib.run_name(long) == config_lib.run_name(long) and len(config_lib.run_name(long)) < 130
     assert config_lib.run_name("") == "default" and "/" not in config_lib.run_name("task.corpus=/a/b")
+
+
+def test_long_run_names_keep_their_seed_readable_and_distinct():
+    names = [config_lib.run_name(",".join([f"k{i}=v{i}" for i in range(40)] + [f"seed={s}"])) for s in (0, 1)]
+    assert names[0] != names[1] and names[0].endswith(",seed=0") and names[1].endswith(",seed=1")
+    assert config_lib.run_name("encoding=rope,seed=2") == "encoding=rope,seed=2"
 
 
 BAD = [

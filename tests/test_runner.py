@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 import torch
 
-from harness import results, runner, train
+from harness import results, runner, tasks, train
 from harness.config import from_dict
-from harness.measure import extension
+from harness.measure import extension, extrapolation
 
 TEXT = ("In the beginning was the byte, and the byte was with the model. " * 40 +
         "".join(f"line {i}: the quick brown fox jumps over the lazy dog {i * 7 % 13}\n" for i in range(400)))
@@ -100,6 +100,56 @@ def test_other_seed_differs(tmp_path):
     la, lb = (results.load(tmp_path / n) for n in ("a", "b"))
     assert a["status"] == b["status"] == "ok"
     assert not la[la.metric == "ppl"].value.reset_index(drop=True).equals(lb[lb.metric == "ppl"].value.reset_index(drop=True))
+
+
+def _consumed(tmp_path, monkeypatch, name, **over):
+    """The training inputs (B, T) and eval windows (1, L) one run fed its model, in order."""
+    seen = {"train": [], "eval": []}
+    batch, nll = tasks.LMTask.train_batch, extrapolation.lm_nll
+
+    def record_batch(self, *a, **k):
+        out = batch(self, *a, **k)
+        seen["train"].append(out[0].clone())
+        return out
+
+    def record_nll(model, windows, *a, **k):
+        windows = list(windows)
+        seen["eval"] += [x for x, _, _ in windows]
+        return nll(model, windows, *a, **k)
+
+    monkeypatch.setattr(tasks.LMTask, "train_batch", record_batch)
+    monkeypatch.setattr(extrapolation, "lm_nll", record_nll)
+    cfg = tiny(tmp_path, **{"eval.extension.types": [], "precision.model_level": False, **over})
+    assert runner.run(cfg, tmp_path / name, progress=False)["status"] == "ok"
+    monkeypatch.undo()
+    return seen
+
+
+def _same(xs, ys):
+    return len(xs) == len(ys) and all(torch.equal(x, y) for x, y in zip(xs, ys))
+
+
+def test_one_seed_pairs_encodings_on_the_same_batches_and_windows(tmp_path, monkeypatch):
+    """The design is paired by seed: with one seed, every encoding trains on the same batches and is
+    scored on the same eval windows; another seed draws other batches and other windows."""
+    nope = _consumed(tmp_path, monkeypatch, "nope", encoding={"name": "nope"}, seed=1)
+    alibi = _consumed(tmp_path, monkeypatch, "alibi", encoding={"name": "alibi"}, seed=1)
+    other = _consumed(tmp_path, monkeypatch, "other", encoding={"name": "nope"}, seed=2)
+    assert len(nope["train"]) == 4 and len(nope["eval"]) >= 4
+    assert _same(nope["train"], alibi["train"]) and _same(nope["eval"], alibi["eval"])
+    assert not _same(nope["train"], other["train"]) and not _same(nope["eval"], other["eval"])
+
+
+def test_per_position_loss_bins_the_longest_window(tmp_path):
+    """nll_by_pos: train-length bins over the longest eval window; with every position scored equally
+    often (whole nonoverlapping windows), the bins' mean is the log of that length's PPL."""
+    runner.run(tiny(tmp_path, **{"eval.extension.types": []}), tmp_path / "r", progress=False)
+    df = results.load(tmp_path / "r")
+    pos = df[df.metric == "nll_by_pos"]
+    bins = pos.params.map(json.loads).map(lambda p: (p["pos_lo"], p["pos_hi"])).tolist()
+    assert set(pos.eval_len) == {32} and set(pos.protocol) == {"nonoverlapping"} and bins == [(0, 16), (16, 32)]
+    ppl = df[(df.metric == "ppl") & (df.eval_len == 32) & (df.protocol == "nonoverlapping")].value.item()
+    assert pos.value.mean() == pytest.approx(math.log(ppl), rel=1e-6)
 
 
 def test_learned_table_beyond_max_len_is_a_nan_row_not_a_crash(tmp_path):

@@ -9,15 +9,18 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
 VERDICTS = ("supported", "contradicted", "inconclusive")
+S, C, I = VERDICTS
 
 
 @dataclasses.dataclass(frozen=True)
 class Evidence:
-    """numbers: name -> float (the rule's input); summary: one line quoting them; plot: file name or None."""
+    """numbers: name -> float (the rule's input); summary: one line quoting them; plot: file name or None;
+    n: seeds behind the verdict (the fewest over the judged quantities), None for a computed claim."""
 
     numbers: Dict[str, float]
     summary: str
     plot: Optional[str] = None
+    n: Optional[int] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,14 +50,19 @@ def verdict(v, reason):
 
 
 def by_parts(parts, *, contradict_at=2):
-    """Verdict of a claim made of sub-claims: parts = [(label, passed)]. All pass: supported; at least
-    `contradict_at` fail: contradicted; otherwise (some fail): inconclusive. A part that is NaN fails."""
-    failed = [label for label, ok in parts if not ok]
-    if not failed:
-        return verdict("supported", "every part holds: " + "; ".join(label for label, _ in parts))
-    kind = "contradicted" if len(failed) >= min(contradict_at, len(parts)) else "inconclusive"
-    held = [label for label, ok in parts if ok]
-    return verdict(kind, f"fails: {'; '.join(failed)}" + (f" (holds: {'; '.join(held)})" if held else ""))
+    """Verdict of a claim made of sub-claims: parts = [(label, state)], state a verdict or a bool (True:
+    supported, False: contradicted; a NaN comparison is False). At least `contradict_at` parts contradicted
+    (or every part, when there are fewer): contradicted; all supported: supported; otherwise inconclusive,
+    so one inconclusive part makes the whole at best inconclusive."""
+    state = [(label, verdict(ok, label)[0] if isinstance(ok, str) else S if ok else C) for label, ok in parts]
+    if all(v == S for _, v in state):
+        return verdict(S, "every part holds: " + "; ".join(label for label, _ in state))
+    n_bad = sum(v == C for _, v in state)
+    kind = C if n_bad and n_bad >= min(contradict_at, len(state)) else I
+    groups = (("fails", C), ("open", I), ("holds", S))
+    text = [f"{name}: {'; '.join(label for label, v in state if v == want)}" for name, want in groups
+            if any(v == want for _, v in state)]
+    return verdict(kind, text[0] + (f" ({'. '.join(text[1:])})" if len(text) > 1 else ""))
 
 
 def missing(numbers):
@@ -83,14 +91,18 @@ def write(rows, out_dir, header=""):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     lines = ["# Claims of the reference notes, tested", "", header, "",
-             "| # | claim | source | command | evidence | verdict | reason |", "|---|---|---|---|---|---|---|"]
+             "| # | claim | source | command | evidence | n | verdict | reason |",
+             "|---|---|---|---|---|---|---|---|"]
     for claim, ev, v, reason in rows:
         evidence = "not measured" if ev is None else ev.summary + (f" ([plot]({ev.plot}))" if ev.plot else "")
+        n = "-" if ev is None or ev.n is None else ev.n  # seeds behind a trained claim; '-' computed directly
         lines.append("| " + " | ".join(_cell(c) for c in (
-            claim.id, claim.text, claim.source, f"`{claim.command}`", evidence, f"**{v}**", reason)) + " |")
+            claim.id, claim.text, claim.source, f"`{claim.command}`", evidence, n, f"**{v}**", reason)) + " |")
     counts = {k: sum(r[2] == k for r in rows) for k in VERDICTS}
-    lines += ["", "Verdicts: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + ".", "",
-              "## Rules (thresholds) per claim", ""]
+    lines += ["", "Verdicts: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + ". Column n: seeds behind a "
+              "trained claim's verdict (the fewest over the quantities it judges; '-': computed, no training). "
+              "Intervals are 95% CIs over seeds; a trained claim needs >= 3 seeds to be more than inconclusive.",
+              "", "## Rules (thresholds) per claim", ""]
     lines += [f"{claim.id}. {_doc(claim.rule)}" for claim, *_ in rows]
     path = out_dir / "claims.md"
     path.write_text("\n".join(lines) + "\n")
@@ -98,18 +110,32 @@ def write(rows, out_dir, header=""):
 
 
 def plot(path, series, *, xlabel, ylabel, title, logx=False, logy=False, hlines=(), kind="line"):
-    """series: {label: (xs, ys)} -> PNG at path (file name returned; None when every value is NaN). hlines: [(y, label)] threshold lines. kind: line | bar."""
-    series = {k: (xs, ys) for k, (xs, ys) in series.items() if any(y == y for y in ys)}  # drop all-NaN
+    """series: {label: (xs, ys)} or {label: (xs, ys, lo, hi)} -> PNG at path (file name returned; None when every
+    value is NaN). lo, hi: a 95% CI per point, drawn as error bars (bars, lines of <= 20 points) or a band
+    (longer lines); a NaN bound draws none. hlines: [(y, label)] threshold lines. kind: line | bar."""
+    series = {k: v for k, v in series.items() if any(y == y for y in v[1])}  # drop all-NaN
     if not series:
         return None  # nothing measured: no plot to link
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    for i, (label, (xs, ys)) in enumerate(series.items()):
-        if kind == "bar":
-            ax.bar([str(x) for x in xs], ys, label=label)
+    width = 0.8 / len(series)
+    for i, (label, (xs, ys, *ci)) in enumerate(series.items()):
+        ys = np.asarray(ys, dtype=float)
+        lo, hi = (np.asarray(b, dtype=float) for b in ci) if ci else (ys, ys)
+        err = np.nan_to_num(np.stack([ys - lo, hi - ys]), nan=0.0)  # (2, points) below / above the mean
+        if kind == "bar":  # bars of several series side by side at integer slots
+            at = np.arange(len(xs)) + (i - (len(series) - 1) / 2) * width
+            ax.bar(at, ys, width=width, label=label, yerr=err if ci else None, capsize=2)
+            ax.set_xticks(np.arange(len(xs)), [str(x) for x in xs])
+        elif ci and len(xs) > 20:
+            line, = ax.plot(xs, ys, label=label, lw=1.2, ls=("-", "--", ":", "-.")[i % 4])
+            ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+        elif ci:
+            ax.errorbar(xs, ys, yerr=err, label=label, marker="o", lw=1.2, ls=("-", "--", ":", "-.")[i % 4], capsize=3)
         else:
             ax.plot(xs, ys, label=label, marker="o" if len(xs) <= 20 else None, lw=1.2,
                     ls=("-", "--", ":", "-.")[i % 4])
@@ -119,7 +145,7 @@ def plot(path, series, *, xlabel, ylabel, title, logx=False, logy=False, hlines=
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     if logx:
         ax.set_xscale("log")
-        xs = sorted({x for xs, _ in series.values() for x in xs})
+        xs = sorted({x for v in series.values() for x in v[0]})
         if len(xs) <= 12:  # plain labels at the measured points, not 2x10^0
             ax.set_xticks(xs, [f"{x:g}" for x in xs])
             ax.minorticks_off()

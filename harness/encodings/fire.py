@@ -20,6 +20,12 @@ class Fire(Encoding):
         self.eps = eps
 
     def bias(self, q, q_pos, k_pos):
+        if q_pos is k_pos:  # the model's self-attention: one (H, T, T) table per forward, not one per block
+            return self.per_positions(q_pos, (q.dtype, torch.is_autocast_enabled()),
+                                      lambda: (self._bias(q_pos, k_pos),))[0]
+        return self._bias(q_pos, k_pos)
+
+    def _bias(self, q_pos, k_pos):
         qp, kp = q_pos.to(self.c.dtype), k_pos.to(self.c.dtype)
         rel = (qp[:, None] - kp[None, :]).abs()  # (Tq, Tk)
         norm = torch.maximum(qp, (self.L_multiplier * self.init_L).abs())[:, None]  # (Tq, 1)

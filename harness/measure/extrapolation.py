@@ -37,8 +37,10 @@ def _batches(windows, batch_size):
 
 @torch.no_grad()
 def lm_nll(model, windows, train_len, batch_size, device):
-    """(mean NLL over scored tokens, mean NLL over scored tokens at positions >= train_len, n scored)."""
+    """NLL of the scored tokens: (mean, mean at positions >= train_len, n scored, by_pos) where by_pos is
+    (sum, count), each (T,) float64: the summed NLL and the number of scored tokens at each window position."""
     total, n, beyond, n_beyond = 0.0, 0, 0.0, 0  # n: scored tokens (<= eval.max_tokens)
+    pos_sum = pos_n = None
     for x, y, mask in _batches(windows, batch_size):
         x, y, mask = x.to(device), y.to(device), mask.to(device)
         logits = model(x)  # (B, T, V)
@@ -47,27 +49,45 @@ def lm_nll(model, windows, train_len, batch_size, device):
         far[:, :train_len] = False  # (B, T) scored and beyond the trained length
         total, n = total + nll[mask].double().sum().item(), n + int(mask.sum())
         beyond, n_beyond = beyond + nll[far].double().sum().item(), n_beyond + int(far.sum())
-    return total / max(n, 1), (beyond / n_beyond if n_beyond else math.nan), n
+        s, c = (nll * mask).double().sum(0).cpu(), mask.double().sum(0).cpu()  # (T,) each
+        pos_sum, pos_n = (s, c) if pos_sum is None else (pos_sum + s, pos_n + c)
+    return total / max(n, 1), (beyond / n_beyond if n_beyond else math.nan), n, (pos_sum, pos_n)
+
+
+def by_position_rows(by_pos, eval_len, protocol, width):
+    """`nll_by_pos`: mean NLL of the scored tokens in each bin [pos_lo, pos_hi) of `width` window
+    positions (the Forgetting Transformer's per-position loss, Lin et al. 2025, binned); empty bins skipped."""
+    pos_sum, pos_n = by_pos
+    rows = []
+    for lo in range(0, eval_len, width):
+        c = float(pos_n[lo:lo + width].sum())
+        if c:
+            rows.append(_row("nll_by_pos", eval_len, protocol, float(pos_sum[lo:lo + width].sum()) / c, "nats",
+                             pos_lo=lo, pos_hi=min(lo + width, eval_len)))
+    return rows
 
 
 def lm_rows(model, data, tokens, cfg, device, progress=True):
     """PPL and beyond-train NLL at every eval length under each protocol."""
     train_len = cfg.train.seq_len
     stride = cfg.eval.stride or max(1, train_len // 2)
-    jobs = [(L, p) for L in cfg.eval.resolved_lens(train_len) for p in cfg.eval.protocols()]
+    lens = cfg.eval.resolved_lens(train_len)
+    jobs = [(L, p) for L in lens for p in cfg.eval.protocols()]
     rows = []
     for L, protocol in tqdm(jobs, desc="eval", disable=not progress, leave=False):
         s = min(stride, L) if protocol == "sliding" else None
         label = f"sliding{s}" if protocol == "sliding" else protocol
         windows = data.eval_windows(tokens, L, protocol=protocol, stride=s, max_tokens=cfg.eval.max_tokens)
         try:
-            nll, nll_far, n = lm_nll(model, windows, train_len, cfg.eval.batch_size, device)
+            nll, nll_far, n, by_pos = lm_nll(model, windows, train_len, cfg.eval.batch_size, device)
         except ValueError as e:  # the encoding cannot represent this length (its own clear message)
             rows += nan_rows([("ppl", "ppl"), ("nll_beyond_train", "nats")], L, label, str(e))
             continue
         rows.append(_row("ppl", L, label, math.exp(nll), "ppl"))
         if L > train_len:
             rows.append(_row("nll_beyond_train", L, label, nll_far, "nats"))
+        if L == lens[-1] and protocol == "nonoverlapping":  # the per-position curve of the longest window
+            rows += by_position_rows(by_pos, L, label, train_len)
     return rows
 
 
@@ -85,6 +105,12 @@ def _accuracy(model, task, n, L, generator, batch_size, device, **extra):
     return tok / n, seq / n
 
 
+def eval_generator(length, seed):
+    """The test set of one (length, seed): every encoding trained with this seed is scored on it (paired
+    design), and each seed draws another (its CIs cover test sampling too). Seed 0 keeps the old sets."""
+    return torch.Generator().manual_seed(1_000_003 + length + 104_729 * seed)
+
+
 def synthetic_rows(model, task, cfg, device, progress=True):
     """acc (token accuracy on scored positions) and seq_acc vs length; over depth when the task has one."""
     takes_depth = "depth" in inspect.signature(task.fn).parameters
@@ -93,7 +119,7 @@ def synthetic_rows(model, task, cfg, device, progress=True):
     rows = []
     for L, extra in tqdm(jobs, desc="eval", disable=not progress, leave=False):
         label = f"depth={extra['depth']:g}" if extra else "iid"
-        generator = torch.Generator().manual_seed(1_000_003 + L)  # one test set for every run and seed
+        generator = eval_generator(L, cfg.seed)
         try:
             tok, seq = _accuracy(model, task, cfg.task.eval_samples, L, generator, cfg.eval.batch_size,
                                  device, **extra)

@@ -1,0 +1,244 @@
+"""The one place that aggregates over seeds: means, intervals, paired differences, ranks.
+
+Why. Every comparison in the harness is *paired by seed*: for one seed, every encoding trains on the same
+batches and is scored on the same eval windows, so the seed-to-seed noise they share cancels in a
+difference a - b taken seed by seed. Nothing else in the package computes means or medians over seeds;
+each aggregation is one function here, so the report, the claims and the tests use the same numbers.
+
+Vocabulary. `n` = number of seeds with a finite value (NaN/inf are dropped, never imputed). A 95% CI
+(`LEVEL`) goes with every mean. A *seed table* is a (seed x variant) DataFrame of one value per seed
+(`seed_table`). A difference is called a difference only when its paired interval excludes zero
+(`Paired.significant`); one seed decides nothing (n < 2 gives NaN intervals and p-values, and a column
+measured on one seed cannot be separated from the best)."""
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import scipy.stats
+
+LEVEL = 0.95
+INTERVAL_METHODS, PAIRED_METHODS = ("t", "bootstrap"), ("t", "permutation")
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One quantity over seeds: mean, sample std (ddof=1) and CI; std/lo/hi NaN when n < 2."""
+    n: int
+    mean: float
+    std: float
+    lo: float
+    hi: float
+    @property
+    def half(self) -> float:
+        return (self.hi - self.lo) / 2
+
+
+@dataclass(frozen=True)
+class Paired:
+    """a - b over shared seeds: mean difference, its CI and a two-sided p-value (NaN when n < 2)."""
+    n: int
+    diff: float
+    lo: float
+    hi: float
+    p: float
+    @property
+    def significant(self) -> bool:
+        return self.n >= 2 and not (self.lo <= 0 <= self.hi)  # NaN bounds compare False: never significant
+
+
+@dataclass(frozen=True)
+class Tau:
+    """Kendall tau-b between the variant orders of two seed tables, with a bootstrap CI."""
+    tau: float
+    lo: float
+    hi: float
+    n_variants: int
+    n_seeds_a: int
+    n_seeds_b: int
+
+
+def _check(given, valid, what="method"):
+    """One clear ValueError naming what is wrong and the valid choices."""
+    bad = [g for g in given if g not in list(valid)]
+    if bad:
+        raise ValueError(f"unknown {what} {', '.join(map(repr, bad))}; valid: {', '.join(map(str, valid))}")
+
+
+def _finite(x) -> np.ndarray:
+    x = np.asarray(x, dtype=float).ravel()
+    return x[np.isfinite(x)]
+
+
+def _finite_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Non-finite -> NaN, all-NaN columns dropped."""
+    t = table.astype(float)
+    return t.where(np.isfinite(t)).dropna(axis=1, how="all")
+
+
+def _boot_means(x, n_boot, rng) -> np.ndarray:
+    """x: (n,) or (n, k) -> (n_boot,) or (n_boot, k) means of rows resampled with replacement."""
+    idx = rng.integers(0, len(x), size=(n_boot, len(x)))  # (n_boot, n): one resample per row
+    return x[idx].mean(axis=1)
+
+
+def _pct(values, level, axis=0):
+    return np.quantile(values, [(1 - level) / 2, (1 + level) / 2], axis=axis)
+
+
+def interval(x, level=LEVEL, method="t", n_boot=10_000, seed=0) -> Interval:
+    """Mean of per-seed values x with a Student-t or percentile-bootstrap CI (NaN/inf dropped)."""
+    _check([method], INTERVAL_METHODS)
+    x = _finite(x)
+    n, mean = len(x), float(x.mean()) if len(x) else NAN
+    if n < 2:
+        return Interval(n, mean, NAN, NAN, NAN)
+    std = float(x.std(ddof=1))
+    if method == "t":  # mean ± t_{(1+level)/2, n-1} s/√n
+        half = float(scipy.stats.t.ppf((1 + level) / 2, n - 1)) * std / np.sqrt(n)
+        return Interval(n, mean, std, mean - half, mean + half)
+    lo, hi = _pct(_boot_means(x, n_boot, np.random.default_rng(seed)), level)
+    return Interval(n, mean, std, float(lo), float(hi))
+
+
+def summarize(df, by, *, value="value", seed="seed", level=LEVEL, method="t") -> pd.DataFrame:
+    """One row per group of `by`: n, mean, std, lo, hi, half over seeds (rows of one seed averaged first)."""
+    _check([method], INTERVAL_METHODS)
+    by = [by] if isinstance(by, str) else list(by)
+    _check(by + [value, seed], df.columns, "column")
+    per_seed = df.groupby(by + [seed], dropna=False, sort=True)[value].mean()  # one value per (group, seed)
+    rows = []
+    for key, vals in per_seed.groupby(level=list(range(len(by))), dropna=False, sort=True):
+        iv = interval(vals.to_numpy(), level=level, method=method)
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append(list(key) + [iv.n, iv.mean, iv.std, iv.lo, iv.hi, iv.half])
+    return pd.DataFrame(rows, columns=by + ["n", "mean", "std", "lo", "hi", "half"])
+
+
+def seed_table(df, columns="variant", *, value="value", seed="seed") -> pd.DataFrame:
+    """(seed x columns) table of per-seed values, rows of one (seed, column) averaged; index named seed."""
+    cols = [columns] if isinstance(columns, str) else list(columns)
+    _check(cols + [value, seed], df.columns, "column")
+    t = df.groupby([seed] + cols, dropna=False)[value].mean().unstack(cols)  # all-NaN columns kept
+    return t.rename_axis("seed")
+
+
+def paired(a, b, level=LEVEL, method="t", n_perm=10_000, seed=0) -> Paired:
+    """Mean of a - b over seeds where both are finite; paired t-test or sign-flip permutation test (its CI:
+    percentile bootstrap of the differences with n_perm resamples)."""
+    _check([method], PAIRED_METHODS)
+    if isinstance(a, pd.Series) and isinstance(b, pd.Series):
+        a, b = a.align(b, join="inner")  # pair by seed label
+    a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
+    if len(a) != len(b):
+        raise ValueError(f"paired needs one value per seed in a and b; got lengths {len(a)} and {len(b)}")
+    d = _finite(a - b)
+    n, diff = len(d), float(d.mean()) if len(d) else NAN
+    if n < 2:
+        return Paired(n, diff, NAN, NAN, NAN)
+    sd = float(d.std(ddof=1))
+    if sd == 0:  # the t statistic is ±inf or 0/0; every sign flip gives |mean| = |diff|
+        return Paired(n, diff, diff, diff, 0.0 if diff != 0 else 1.0)
+    if method == "t":  # |t| = |diff| / (sd / √n), n - 1 degrees of freedom
+        iv = interval(d, level=level, method="t")
+        return Paired(n, diff, iv.lo, iv.hi, 2 * float(scipy.stats.t.sf(abs(diff) * np.sqrt(n) / sd, n - 1)))
+    exact = 2 ** n <= n_perm
+    signs = (((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1) * 2 - 1 if exact  # (2^n, n): all patterns
+             else np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_perm, n)))  # (n_perm, n) random
+    null = np.abs((signs * d).mean(axis=1))
+    # relative tolerance as in scipy.stats.permutation_test, so float rounding does not split exact ties
+    hits = int((null >= abs(diff) * (1 - 100 * np.finfo(float).eps)).sum())
+    p = hits / len(null) if exact else (hits + 1) / (len(null) + 1)  # random flips: count the observed one
+    iv = interval(d, level=level, method="bootstrap", n_boot=n_perm, seed=seed)
+    return Paired(n, diff, iv.lo, iv.hi, min(p, 1.0))
+
+
+def holm(p) -> np.ndarray:
+    """Holm (1979) step-down adjusted p-values: sorted p_(i) * (m - i + 1), running max, capped at 1.
+    NaN entries stay NaN and do not count in m."""
+    p = np.asarray(p, dtype=float).ravel()
+    out = np.full(p.shape, NAN)
+    ok = ~np.isnan(p)
+    q, m = p[ok], int(ok.sum())
+    order = np.argsort(q, kind="stable")
+    adj = np.minimum(np.maximum.accumulate(q[order] * (m - np.arange(m))), 1.0)
+    out[np.flatnonzero(ok)[order]] = adj  # back to input positions
+    return out
+
+
+def compare(table, reference, *, level=LEVEL, method="t") -> pd.DataFrame:
+    """Every column of a seed table vs `reference`, paired by seed, p-values Holm-adjusted over variants."""
+    _check([reference], table.columns, "reference")
+    variants = [c for c in table.columns if c != reference]
+    res = [vars(paired(table[v], table[reference], level=level, method=method)) for v in variants]
+    out = pd.DataFrame(res, index=pd.Index(variants, name="variant"), columns=["n", "diff", "lo", "hi", "p"])
+    out["p_holm"] = holm(out["p"].to_numpy())
+    out["significant"] = (out["p_holm"] < 1 - level) & (out["n"] >= 2)
+    return out
+
+
+def best_and_ties(table, lower_is_better=True, level=LEVEL) -> tuple[str, set]:
+    """(best column by mean, set of columns not separated from it by a paired CI or with paired n < 2)."""
+    t = _finite_table(table)
+    if t.shape[1] == 0:
+        raise ValueError(f"no column with a finite value; columns: {list(table.columns)}")
+    best = t.mean().idxmin() if lower_is_better else t.mean().idxmax()
+    ties = {c for c in t.columns if c != best and not paired(t[c], t[best], level=level).significant}
+    return best, ties
+
+
+def rank_bootstrap(table, lower_is_better=True, n_boot=2000, seed=0, level=LEVEL) -> pd.DataFrame:
+    """Rank of each column's mean (1 = best) with a paired bootstrap-over-seeds rank interval and p_best.
+    lo, hi, p_best are NaN with fewer than 2 complete seeds (one seed decides nothing)."""
+    t = _finite_table(table).dropna(axis=0, how="any")  # only seeds where every column is finite
+    x = (1.0 if lower_is_better else -1.0) * t.to_numpy()  # (n_seeds, k); smaller is better after the sign
+    out = pd.DataFrame(index=pd.Index(t.columns, name="variant"), columns=["rank", "lo", "hi", "p_best"],
+                       dtype=float)
+    if len(x) == 0:
+        return out
+    out["rank"] = scipy.stats.rankdata(x.mean(axis=0))
+    if len(x) < 2:
+        return out
+    means = _boot_means(x, n_boot, np.random.default_rng(seed))  # (n_boot, k), same seed rows for all
+    ranks = scipy.stats.rankdata(means, axis=1)  # ties averaged
+    out["lo"], out["hi"] = _pct(ranks, level)
+    is_best = means == means.min(axis=1, keepdims=True)  # (n_boot, k)
+    out["p_best"] = (is_best / is_best.sum(axis=1, keepdims=True)).mean(axis=0)  # ties at 1 share
+    return out
+
+
+def snr(table) -> float:
+    """Variance of the column means across columns (ddof=1) / mean within-column seed variance (ddof=1)."""
+    t = _finite_table(table)
+    var = t.var(ddof=1).dropna()  # columns with >= 2 finite seeds
+    if t.shape[1] < 2 or var.empty:
+        return NAN
+    signal, noise = float(t.mean().var(ddof=1)), float(var.mean())
+    return signal / noise if noise > 0 else (float("inf") if signal > 0 else NAN)
+
+
+def _tau_b(x, y) -> np.ndarray:
+    """Kendall tau-b row by row: x, y (r, k) -> (r,). (P - Q) / sqrt(pairs untied in x * untied in y)."""
+    i, j = np.triu_indices(x.shape[1], k=1)
+    sx, sy = np.sign(x[:, i] - x[:, j]), np.sign(y[:, i] - y[:, j])  # (r, k(k-1)/2)
+    den = np.sqrt((sx != 0).sum(axis=1) * (sy != 0).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (sx * sy).sum(axis=1) / den, NAN)
+
+
+def kendall_tau(a, b, n_boot=2000, seed=0, level=LEVEL) -> Tau:
+    """Agreement of the variant orders of two budgets; CI resamples the seeds of a and b independently.
+    Uses the columns both have and, in each table, the seeds where all of them are finite."""
+    a, b = _finite_table(a), _finite_table(b)
+    cols = [c for c in a.columns if c in set(b.columns)]
+    xa, xb = (t[cols].dropna(axis=0, how="any").to_numpy() for t in (a, b))  # (n_seeds_a, k), (n_seeds_b, k)
+    na, nb, k = len(xa), len(xb), len(cols)
+    if k < 2 or na == 0 or nb == 0:
+        return Tau(NAN, NAN, NAN, k, na, nb)
+    tau = float(scipy.stats.kendalltau(xa.mean(axis=0), xb.mean(axis=0)).statistic)
+    if na < 2 or nb < 2:
+        return Tau(tau, NAN, NAN, k, na, nb)
+    rng = np.random.default_rng(seed)  # a and b draw their own resamples: no pairing between budgets
+    lo, hi = np.nanquantile(_tau_b(_boot_means(xa, n_boot, rng), _boot_means(xb, n_boot, rng)),
+                            [(1 - level) / 2, (1 + level) / 2])
+    return Tau(tau, float(lo), float(hi), k, na, nb)
