@@ -124,7 +124,9 @@ def validate(argv):
         cfg = compose("config", overrides=first, return_hydra_config=True)
         params = OmegaConf.select(cfg, "hydra.sweeper.params")
         jobs = _combinations(overrides, OmegaConf.to_container(params, resolve=True) if multirun and params else None)
-        for job in jobs:
+        # jobs that differ only in their seed compose alike (any int is a valid seed): validate one of each
+        distinct = {tuple(o for o in job if not re.fullmatch(r"seed=\d+", o)): job for job in jobs}
+        for job in distinct.values():
             config_lib.to_config(compose("config", overrides=job))
         sweep_dir = Path(OmegaConf.select(cfg, "hydra.sweep.dir")) if multirun else None
         launcher = str(OmegaConf.select(cfg, "hydra.launcher._target_"))

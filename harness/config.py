@@ -108,8 +108,12 @@ class ExtensionConfig:
     high_freq_factor: float = 4.0  # llama3
     finetune_steps: int = 0  # > 0: also fine-tune a copy at the eval length before evaluating
     finetune_lens: List[int] = field(default_factory=list)  # lengths to fine-tune at (default: 4x train)
+    # The report's extension tables read nonoverlapping PPL; `both` adds sliding rows (the sliding protocol
+    # costs about 12x the forward passes, and most of a RoPE run's evaluation time went to it).
+    protocol: str = "nonoverlapping"
 
     def __post_init__(self):
+        _choice("eval.extension.protocol", self.protocol, PROTOCOLS)
         for t in self.types:
             _choice("eval.extension.types entry", t, EXTENSIONS)
         if self.factor != "auto" and not (isinstance(self.factor, (int, float)) and self.factor >= 1):

@@ -1,230 +1,290 @@
-"""Rows -> report.md with pivot tables + PNG plots. `python -m harness.report RESULTS... [--out DIR]`.
+"""Rows -> report.md with tables + PNG plots. `python -m harness.report RESULTS... [--out DIR]
+[--reference VARIANT] [--test t|permutation]`.
 
 Each curve or table row is a *variant*: the encoding name, plus the params that differ between runs of
 that encoding (e.g. `rope base=100`), plus `+<extension>` for RoPE eval-time extension rows, plus the
-model or train length when the results hold several."""
+model, train steps, train length or task when the results hold several. Runs that differ only in their
+seed are one variant: every number is a mean over seeds with its 95% interval, and every aggregation over
+seeds goes through harness.stats (report_tables, report_plots, report_confidence, report_budget,
+report_lmeval hold the pieces)."""
 import argparse
 import json
-import math
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.ticker  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from harness import report_precision, results  # noqa: E402
-from harness.measure.precision_model import PARAM_KEYS  # noqa: E402
-from harness.measure.precision_pipelines import MAX_LEN  # noqa: E402
+from harness import report_budget, report_confidence, report_lmeval, report_precision, results, stats
+from harness.measure.precision_model import PARAM_KEYS
+from harness.measure.precision_pipelines import MAX_LEN
+from harness.report_plots import fig_bars, fig_cost, fig_curves, fig_passkey, fig_training, save
+from harness.report_tables import ci_table, lower_is_better, md_table  # noqa: F401 - md_table: report_precision
 
 EXTENSION_KEYS = ("extension", "factor", "rope_type", "scaling", "finetune_steps", "finetune_len",
                   "finetune_status", "nan_reason")
-MEASUREMENT_KEYS = ("world_size",)  # how a row was measured, not what was trained: never part of a label
+MEASUREMENT_KEYS = ("world_size", "pos_lo", "pos_hi")  # how/where a row was measured: never part of a label
 MiB = 2 ** 20
-STYLES, MARKERS = ("-", "--", ":"), ("o", "s", "^")  # 10 colours x 3 styles: 30 distinct curves
+TESTS = ("t", "permutation")
+DEFAULT_REFERENCE = "rope"
 
 
-def variants(df: pd.DataFrame) -> pd.Series:
-    """A readable label per row (see module docstring)."""
-    params = df["params"].map(json.loads)
-    own = params.map(lambda p: {k: v for k, v in p.items() if k not in EXTENSION_KEYS + PARAM_KEYS + MEASUREMENT_KEYS})
-    label = df["encoding"].copy()
-    for enc in df["encoding"].unique():
-        rows = df["encoding"] == enc
-        keys = sorted({k for p in own[rows] for k in p})
-        varying = [k for k in keys if own[rows].map(lambda p: json.dumps(p.get(k), sort_keys=True)).nunique() > 1]
-        label[rows] = own[rows].map(lambda p: " ".join([enc] + [f"{k}={p.get(k)}" for k in varying]))
-    for col in ("model", "train_len", "task"):
-        if df[col].nunique() > 1:
-            label = label + " " + col + "=" + df[col].astype(str)
-    ext = params.map(lambda p: ("+" + p["extension"] + (f" ft{p['finetune_len']}" if "finetune_len" in p else ""))
-                     if "extension" in p else "")
-    return label + ext
+def train_steps(df: pd.DataFrame) -> pd.Series:
+    """Per row: the value of its run's `train_steps` row (NaN for a run without one). A run is keyed by
+    more than its run_id, so that two sweeps that reuse run ids (same overrides) stay apart."""
+    key = ["sweep", "run_id", "model", "seed"]
+    steps = df[df.metric == "train_steps"].groupby(key, dropna=False)["value"].max().rename("_steps")
+    return df[key].join(steps, on=key)["_steps"].astype(float)
 
 
-def _is_ext(df):
-    return df["params"].str.contains('"extension"')
+def variants(df: pd.DataFrame, drop=()) -> pd.Series:
+    """A readable label per row (see module docstring); drop: parts left out ("model", "steps",
+    "train_len", "task")."""
+    # work on the distinct (encoding, params) pairs: a few dozen, where the rows are thousands
+    pairs = df[["encoding", "params"]].drop_duplicates()
+    parsed = {p: json.loads(p) for p in pairs.params.unique()}
+    skip = EXTENSION_KEYS + PARAM_KEYS + MEASUREMENT_KEYS
+    own = {p: {k: v for k, v in q.items() if k not in skip} for p, q in parsed.items()}
+    core = {}
+    for enc, g in pairs.groupby("encoding"):
+        keys = sorted({k for p in g.params for k in own[p]})
+        varying = [k for k in keys if len({json.dumps(own[p].get(k), sort_keys=True) for p in g.params}) > 1]
+        for p in g.params:
+            core[(enc, p)] = " ".join([str(enc)] + [f"{k}={own[p].get(k)}" for k in varying])
+    label = pd.Series([core[k] for k in zip(df["encoding"], df["params"])], index=df.index, dtype=object)
+    steps = train_steps(df)
+    parts = (("model", df["model"].astype(str)),
+             ("steps", steps.map(lambda s: "?" if np.isnan(s) else f"{s:.0f}")),
+             ("train_len", df["train_len"].astype(str)), ("task", df["task"].astype(str)))
+    for name, col in parts:
+        if name not in drop and col.nunique() > 1:
+            label = label + " " + name + "=" + col
+    ext = {p: ("+" + q["extension"] + (f" ft{q['finetune_len']}" if "finetune_len" in q else ""))
+           if "extension" in q else "" for p, q in parsed.items()}
+    return label + df["params"].map(ext)
 
 
-def md_table(pt: pd.DataFrame, fmt="{:.3g}") -> str:
-    """A pivot table as GitHub markdown (NaN shows as '—')."""
-    head = [str(pt.index.name or "")] + [str(c) for c in pt.columns]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for idx, row in pt.iterrows():
-        cells = ["—" if (isinstance(v, float) and math.isnan(v)) else fmt.format(v) for v in row]
-        lines.append("| " + " | ".join([str(idx)] + cells) + " |")
-    return "\n".join(lines)
+def prepare(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows plus the report's columns: variant (full label), short (without model/steps/train_len/task:
+    the label inside one comparison group), pair (without model/steps: matches a variant across budgets),
+    steps, budget, group (task + budget + train length: the variants that are paired), ext (an eval-time
+    extension row), rel (eval_len / train_len)."""
+    df = df.copy()
+    df["variant"] = variants(df)
+    df["short"] = variants(df, drop=("model", "steps", "train_len", "task"))
+    df["pair"] = variants(df, drop=("model", "steps"))
+    df["steps"] = train_steps(df)
+    steps = df.steps.map(lambda s: "?" if np.isnan(s) else f"{s:.0f}")
+    df["budget"] = "model=" + df.model.astype(str) + " steps=" + steps
+    df["ext"] = df["params"].str.contains('"extension"')
+    df["rel"] = df["eval_len"].astype(float) / df["train_len"].astype(float)
+    group = "Task `" + df.task.astype(str) + "`"
+    if df.budget.nunique() > 1:
+        group = group + ", " + df.budget
+    if df.train_len.nunique() > 1:
+        group = group + ", train_len=" + df.train_len.astype(str)
+    df["group"] = group
+    return df
 
 
-def pivot(df, metric, protocol=None, columns="eval_len", scale=1.0):
+def pick_reference(df, reference):
+    """The reference variant of the Comparisons: `reference` (must be a variant), else rope, else the first."""
+    valid = sorted(df.loc[~df.ext, "short"].unique())
+    if reference is not None:
+        if reference not in valid:
+            raise ValueError(f"unknown reference {reference!r}; variants: {', '.join(valid)}")
+        return reference
+    return DEFAULT_REFERENCE if DEFAULT_REFERENCE in valid else (valid[0] if valid else None)
+
+
+def select(df, metric, protocol=None):
+    """Rows of one metric (protocol: a prefix), or None when there are none."""
     d = df[df.metric == metric]
     if protocol is not None:
         d = d[d.protocol.str.startswith(protocol)]
-    if d.empty:
-        return None
-    pt = d.pivot_table(index="variant", columns=columns, values="value", aggfunc="median", dropna=False)
-    pt.index.name = "variant"
-    return pt / scale
+    return None if d.empty else d
 
 
-def _save(fig, out, name, made):
-    path = Path(out) / name
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    made.append(name)
+def table(d, title, col="eval_len", scale=1.0, order=None):
+    """`### title` + the mean ± CI table of rows d (variant x col); direction from the metric."""
+    d = d.assign(value=d.value / scale)
+    return [f"### {title}\n"] + ci_table(d, col, lower_is_better(d.metric.iloc[0]), order)
 
 
-def plot_curves(pt, title, ylabel, train_lens, out, name, made, logy=True):
-    """One line per variant vs eval length (log2 x); dashed line at the train length."""
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    last = pt.apply(lambda r: r.dropna().iloc[-1] if r.notna().any() else -math.inf, axis=1)
-    pt = pt.loc[last.sort_values(ascending=False).index]
-    for i, (v, row) in enumerate(pt.iterrows()):  # legend order = order of the curves at the right end
-        ax.plot(row.index.astype(int), row.values, marker=MARKERS[i // 10 % 3], ms=4, label=v,
-                color=plt.get_cmap("tab10")(i % 10), ls=STYLES[i // 10 % 3])
-    for L in train_lens:
-        ax.axvline(L, color="grey", ls=":", lw=1)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks([int(c) for c in pt.columns], [str(int(c)) for c in pt.columns])
-    if logy:
-        ax.set_yscale("log")
-        plain = matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:g}")
-        ax.yaxis.set_major_formatter(plain)
-        ax.yaxis.set_minor_formatter(plain)
-        ax.tick_params(axis="y", which="minor", labelsize=7)
-    ax.set(title=title, xlabel="eval length (tokens; dotted: train length)", ylabel=ylabel)
-    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.grid(alpha=0.3, which="both")
-    _save(fig, out, name, made)
+def by_panel(d, x):
+    """summarize frame by (variant, x); with several budgets one panel per budget, variants by their
+    label without the budget part (columns panel, variant)."""
+    if d.budget.nunique() > 1:
+        return stats.summarize(d.assign(panel=d.budget, variant=d.pair), ["panel", "variant", x])
+    return stats.summarize(d, ["variant", x])
 
 
-def plot_bars(series, title, xlabel, out, name, made):
-    s = series.dropna().sort_values()
-    fig, ax = plt.subplots(figsize=(8, 0.3 * len(s) + 1.5))
-    ax.barh(s.index, s.values, color="tab:blue")
-    for y, v in enumerate(s.values):
-        ax.text(v, y, f" {v:.3g}", va="center", fontsize=7)
-    ax.set(title=title, xlabel=xlabel)
-    ax.grid(alpha=0.3, axis="x")
-    _save(fig, out, name, made)
+def curves(d, out, name, made, title, ylabel, train_lens, logy=True):
+    save(fig_curves(by_panel(d, "eval_len"), "eval_len", title, "eval length (tokens; dotted: train length)",
+                    ylabel, train_lens, logy, panels=list(report_budget.budget_table(d).index)), out, name, made)
 
 
-def plot_training(df, out, made):
-    d = df[df.metric == "train_loss"]
-    if d.empty:
-        return
-    fig, ax = plt.subplots(figsize=(9, 5))
-    for i, (v, g) in enumerate(d.groupby("variant")):
-        g = g.groupby("step")["value"].median()
-        ax.plot(g.index, g.values, label=v, color=plt.get_cmap("tab10")(i % 10), ls=STYLES[i // 10 % 3], lw=1.2)
-    ax.set(title="training loss", xlabel="step", ylabel="loss (nats/byte)")
-    ax.set_ylim(top=min(6.0, d.value.max()))
-    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.grid(alpha=0.3)
-    _save(fig, out, "training.png", made)
+def nll_by_pos(tdf, out, made, task):
+    """Mean NLL per position bin (rows nll_by_pos at the longest eval length) with bands; [] when absent."""
+    d = select(tdf, "nll_by_pos", "nonoverlapping")
+    if d is None:
+        return []
+    d = d[d.eval_len == d.eval_len.max()]
+    p = d.params.map(json.loads)
+    d = d.assign(pos=[(q["pos_lo"] + q["pos_hi"]) / 2 for q in p])  # bin centre
+    s = by_panel(d, "pos")
+    L = int(d.eval_len.iloc[0])
+    name = f"nll_by_pos_{task}.png"
+    save(fig_curves(s, "pos", f"{task}: mean NLL by position in a {L}-token window (bins of the train length)",
+                    "position (bin centre; dotted: train length)", "NLL (nats)", sorted(d.train_len.unique()),
+                    logy=False, logx=False, panels=list(report_budget.budget_table(d).index)), out, name, made)
+    return [f"### Loss by position (eval length {L})\n", f"![nll by position]({name})\n"]
 
 
-def plot_passkey(df, out, made):
-    d = df[(df.metric == "seq_acc") & df.protocol.str.startswith("depth=")]
-    if d.empty:
-        return
-    vs = sorted(d.variant.unique())
-    fig, axes = plt.subplots(1, len(vs), figsize=(3.4 * len(vs) + 1, 3.6), squeeze=False, layout="constrained")
-    for i, (ax, v) in enumerate(zip(axes[0], vs)):
-        pt = d[d.variant == v].pivot_table(index="protocol", columns="eval_len", values="value")
-        pt = pt.loc[sorted(pt.index, key=lambda p: float(p.split("=")[1]))]
-        im = ax.imshow(pt.values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        for (r, c), val in np.ndenumerate(pt.values):  # the number in each cell: readable without the colour bar
-            ax.text(c, r, f"{val:.2f}", ha="center", va="center", fontsize=7, color="w" if val < 0.6 else "k")
-        ax.set_xticks(range(len(pt.columns)), pt.columns, fontsize=7, rotation=45)
-        ax.set_yticks(range(len(pt.index)), [p.split("=")[1] for p in pt.index], fontsize=7)
-        ax.set(title=v, xlabel="length", ylabel="key depth" if i == 0 else "")
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="passkey accuracy (all digits right)")
-    fig.savefig(Path(out) / "passkey.png", dpi=110)
-    plt.close(fig)
-    made.append("passkey.png")
+def cost_plot(tdf, df, out, made, task):
+    """Quality at 8x (else the longest length) against train tokens/s and train peak memory; [] if absent."""
+    m = report_confidence.mains(tdf)
+    tp = select(df, "train_tokens_per_s", "train")
+    mem = select(df, "peak_mem_bytes", "train")
+    if not m or tp is None or mem is None:
+        return []
+    metric, _, title, d = m[0]
+    L, label = (report_confidence.lengths(d, longest=False) or report_confidence.lengths(d))[-1]
+    q = stats.summarize(d[d.eval_len == L], "variant")
+    costs = [("train tokens/s (higher is cheaper)", stats.summarize(tp, "variant")),
+             ("train peak memory (MiB)", stats.summarize(mem.assign(value=mem.value / MiB), "variant"))]
+    name = f"cost_{task}.png"
+    save(fig_cost(q, costs, f"{title} at {L} ({label})", logy=metric == "ppl"), out, name, made)
+    return [f"### Quality against cost\n", f"![quality vs cost]({name})\n"]
 
 
-def build(paths, out, kernel_max_len=MAX_LEN):
+def task_section(task, all_t, df, train_lens, out, made):
+    tdf, text = all_t[~all_t.ext], all_t[all_t.ext]
+    md = [f"## Task `{task}`\n"]
+    ppl = select(tdf, "ppl", "nonoverlapping")
+    if ppl is not None:
+        name = f"extrapolation_{task}.png"
+        curves(ppl, out, name, made, f"{task}: perplexity vs eval length (nonoverlapping)", "PPL (log)", train_lens)
+        md += table(ppl, "Perplexity, nonoverlapping windows (encoding × eval length)")
+        md += [f"![extrapolation]({name})\n"]
+        for title, metric, proto in (("Perplexity, sliding windows", "ppl", "sliding"),
+                                     ("NLL (nats) of tokens at positions ≥ train length, nonoverlapping",
+                                      "nll_beyond_train", "nonoverlapping")):
+            d = select(tdf, metric, proto)
+            if d is not None:
+                md += table(d, title)
+    md += nll_by_pos(tdf, out, made, task)
+    acc = select(tdf[tdf.protocol == "iid"], "acc")
+    if acc is not None:
+        name = f"accuracy_{task}.png"
+        curves(acc, out, name, made, f"{task}: token accuracy vs length", "accuracy", train_lens, logy=False)
+        md += table(acc, "Accuracy vs length (token accuracy on scored positions)") + [f"![accuracy]({name})\n"]
+    pk = select(tdf, "seq_acc", "depth=")
+    if pk is not None:
+        save(fig_passkey(stats.summarize(pk, ["variant", "protocol", "eval_len"])), out, "passkey.png", made,
+             tight=False)
+        md += table(pk, "Passkey accuracy (mean over depths per seed)") + ["![passkey](passkey.png)\n"]
+    md += cost_plot(tdf, df, out, made, task)
+    if not text.empty:
+        both = pd.concat([text, tdf[tdf.encoding.isin(text.encoding.unique())]])
+        metric, proto, ylabel, logy = (("ppl", "nonoverlapping", "PPL (log)", True) if ppl is not None
+                                       else ("acc", "iid", "accuracy", False))
+        d = select(both, metric, proto)
+        if d is not None:
+            name = f"extension_{task}.png"
+            curves(d, out, name, made, f"{task}: RoPE eval-time extension, {metric} vs eval length", ylabel,
+                   train_lens, logy)
+            md += table(d, f"RoPE context extension at evaluation time (no retraining), {metric}")
+            md += ["factor `auto` = eval_len / train_len (dynamic: 1); YaRN betas as in eval.extension.\n",
+                   f"![extension]({name})\n"]
+    return md
+
+
+def throughput_section(df, out, made):
+    md = ["## Throughput and memory\n"]
+    tp = df[df.metric.isin(["train_tokens_per_s", "eval_tokens_per_s", "peak_mem_bytes"])]
+    if tp.empty:
+        return md
+    tr = tp[tp.metric == "train_tokens_per_s"]
+    mem = tp[(tp.metric == "peak_mem_bytes") & (tp.protocol == "train")].assign(value=lambda d: d.value / MiB)
+    if len(tr):
+        save(fig_bars(stats.summarize(tr, "variant"), "train throughput (fwd+bwd+AdamW)", "tokens/s"), out,
+             "throughput.png", made)
+    if len(mem):
+        save(fig_bars(stats.summarize(mem, "variant"), "peak memory of one training step", "MiB"), out,
+             "memory.png", made)
+
+    def by_len(train, ev):
+        """train rows in column 'train', eval rows by eval length (both directions are the same metric's)."""
+        d = pd.concat([train.assign(col="train"), ev.assign(col=ev.eval_len.astype(str))])
+        lens = sorted(ev.eval_len.dropna().unique())
+        return d, (["train"] if len(train) else []) + [str(L) for L in lens]
+
+    ev_tp = tp[(tp.metric == "eval_tokens_per_s") & tp.protocol.str.startswith("eval")]
+    ev_mem = tp[(tp.metric == "peak_mem_bytes") & tp.protocol.str.startswith("eval")].assign(
+        value=lambda d: d.value / MiB)
+    md += ["Wall-clock numbers from the machine that ran the sweep (two jobs in parallel, one thread each): "
+           "compare encodings within one sweep, not across machines.\n"]
+    d, order = by_len(tr, ev_tp)
+    if len(d):
+        md += [f"### Train tokens/s (at train length) and eval tokens/s (batch 1) by eval length\n",
+               *ci_table(d, "col", lower_is_better("train_tokens_per_s"), order)]
+        md += ["![throughput](throughput.png)\n"] if "throughput.png" in made else []
+    d, order = by_len(mem, ev_mem)
+    if len(d):
+        md += ["### Peak memory (MiB): one training step, and one eval forward by eval length\n",
+               *ci_table(d, "col", lower_is_better("peak_mem_bytes"), order)]
+        md += ["![memory](memory.png)\n"] if "memory.png" in made else []
+    return md
+
+
+def training_section(df, out, made):
+    loss = df[df.metric == "train_loss"]
+    wall = df[df.metric == "train_wall_s"]
+    if loss.empty and wall.empty:
+        return []
+    md = ["## Training\n"]
+    if len(loss):
+        save(fig_training(stats.summarize(loss, ["variant", "step"])), out, "training.png", made, tight=False)
+        md.append("![training](training.png)\n")
+    if len(wall):
+        md += ["### Train wall time (s)\n", *ci_table(wall.assign(col="train wall s"), "col", True)]
+    return md
+
+
+def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t"):
     """Write out/report.md and out/*.png from the rows under paths; returns the report path.
-    kernel_max_len: longest position of the precision section's kernel-level grid."""
+    kernel_max_len: longest position of the precision section's kernel-level grid. reference: the variant
+    the Comparisons are against (default rope when present); test: "t" (paired t) or "permutation"."""
+    if test not in TESTS:
+        raise ValueError(f"unknown test {test!r}; valid: {', '.join(TESTS)}")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     df = results.load(*paths)
     if df.empty:
         raise ValueError(f"no rows under {[str(p) for p in paths]}; run a sweep first (make sweep)")
-    df["variant"] = variants(df)
+    df = prepare(df)
+    reference = pick_reference(df, reference)  # an unknown reference fails before any file is written
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = sorted(df.seed.dropna().unique())
     made, md = [], [f"# Positional-encoding benchmark report\n",
                     f"Sweeps: {', '.join(sorted(df.sweep.unique()))}; {df.run_id.nunique()} runs, {len(df)} rows; "
+                    f"seeds: {', '.join(str(int(s)) for s in seeds)} (n = {len(seeds)}); "
                     f"tasks: {', '.join(sorted(df.task.unique()))}; device: {', '.join(sorted(df.device.unique()))}; "
-                    f"torch {', '.join(sorted(df.torch.unique()))}; git {', '.join(sorted(df.git_sha.unique()))}.\n"]
+                    f"torch {', '.join(sorted(df.torch.unique()))}; git {', '.join(sorted(df.git_sha.unique()))}.\n",
+                    "Every number over seeds is `mean ± half-width of its 95% t interval`; a difference is called "
+                    "one only when its paired interval excludes zero, and one seed decides nothing.\n"]
     if df.attrs.get("skipped"):
         md.append("**Skipped corrupt rows files:** " + "; ".join(f"`{p}` ({e})" for p, e in df.attrs["skipped"]) + "\n")
     train_lens = sorted(df.train_len.unique())
-    for task, all_t in df.groupby("task"):
-        tdf, text = all_t[~_is_ext(all_t)], all_t[_is_ext(all_t)]
-        md.append(f"## Task `{task}`\n")
-        ppl = pivot(tdf, "ppl", "nonoverlapping")
-        if ppl is not None:
-            name = f"extrapolation_{task}.png"
-            plot_curves(ppl, f"{task}: perplexity vs eval length (nonoverlapping)", "PPL (log)",
-                        train_lens, out, name, made)
-            md += [f"### Perplexity, nonoverlapping windows (encoding × eval length)\n", md_table(ppl), "",
-                   f"![extrapolation]({name})\n"]
-            for title, metric, proto in (("Perplexity, sliding windows", "ppl", "sliding"),
-                                         ("NLL (nats) of tokens at positions ≥ train length, nonoverlapping",
-                                          "nll_beyond_train", "nonoverlapping")):
-                pt = pivot(tdf, metric, proto)
-                if pt is not None:
-                    md += [f"### {title}\n", md_table(pt), ""]
-        acc = pivot(tdf[tdf.protocol == "iid"], "acc")
-        if acc is not None:
-            name = f"accuracy_{task}.png"
-            plot_curves(acc, f"{task}: token accuracy vs length", "accuracy", train_lens, out, name, made, logy=False)
-            md += ["### Accuracy vs length (token accuracy on scored positions)\n", md_table(acc), "",
-                   f"![accuracy]({name})\n"]
-        pk = pivot(tdf[tdf.protocol.str.startswith("depth=")], "seq_acc")
-        if pk is not None:
-            plot_passkey(tdf, out, made)
-            md += ["### Passkey accuracy (mean over depths)\n", md_table(pk), "", "![passkey](passkey.png)\n"]
-        if not text.empty:
-            both = pd.concat([text, tdf[tdf.encoding.isin(text.encoding.unique())]])
-            metric, proto, ylabel, logy = (("ppl", "nonoverlapping", "PPL (log)", True) if ppl is not None
-                                           else ("acc", "iid", "accuracy", False))
-            pt = pivot(both, metric, proto)
-            if pt is not None:
-                name = f"extension_{task}.png"
-                plot_curves(pt, f"{task}: RoPE eval-time extension, {metric} vs eval length", ylabel, train_lens,
-                            out, name, made, logy=logy)
-                md += [f"### RoPE context extension at evaluation time (no retraining), {metric}\n",
-                       "factor `auto` = eval_len / train_len (dynamic: 1); YaRN betas as in eval.extension.\n",
-                       md_table(pt), "", f"![extension]({name})\n"]
-    md.append("## Throughput and memory\n")
-    tp = df[df.metric.isin(["train_tokens_per_s", "eval_tokens_per_s", "peak_mem_bytes"])]
-    if not tp.empty:
-        tr = tp[tp.metric == "train_tokens_per_s"].groupby("variant")["value"].median()
-        plot_bars(tr, "train throughput (fwd+bwd+AdamW), median of repeats", "tokens/s", out, "throughput.png", made)
-        mem = tp[(tp.metric == "peak_mem_bytes") & (tp.protocol == "train")].groupby("variant")["value"].median() / MiB
-        plot_bars(mem, "peak memory of one training step", "MiB", out, "memory.png", made)
-        md += ["Wall-clock numbers from the machine that ran the sweep (two jobs in parallel, one thread each): "
-               "compare encodings within one sweep, not across machines.\n",
-               "### Train tokens/s (at train length) and eval tokens/s (batch 1) by eval length\n",
-               md_table(pd.concat([tr.rename("train").to_frame(),
-                                   pivot(tp, "eval_tokens_per_s", "eval")], axis=1).rename_axis("variant")), "",
-               "![throughput](throughput.png)\n",
-               "### Peak memory (MiB): one training step, and one eval forward by eval length\n",
-               md_table(pd.concat([mem.rename("train").to_frame(),
-                                   pivot(tp, "peak_mem_bytes", "eval", scale=MiB)], axis=1).rename_axis("variant")),
-               "", "![memory](memory.png)\n"]
+    lm_eval = df.protocol.str.startswith("lm_eval")
+    for task, all_t in df[~lm_eval].groupby("task"):
+        md += task_section(task, all_t, df, train_lens, out, made)
+    core = df[~lm_eval]
+    md += report_confidence.section(core, reference, test)
+    md += report_budget.section(core, out, made)
+    md += report_lmeval.section(df)
+    md += throughput_section(df, out, made)
     md += report_precision.section(df, paths, out, made, md_table, kernel_max_len)
-    plot_training(df, out, made)
-    wall = df[df.metric == "train_wall_s"].groupby("variant")["value"].median()
-    md += ["## Training\n", "![training](training.png)\n" if "training.png" in made else "",
-           md_table(wall.rename("train wall s").to_frame().rename_axis("variant"), "{:.1f}"), ""]
+    md += training_section(df, out, made)
     nan = df[df.value.isna() & df.params.str.contains("nan_reason")]
     if not nan.empty:
         md += ["## Not measurable\n"] + sorted({f"- {r.variant} at {r.eval_len}: {json.loads(r.params)['nan_reason']}"
@@ -239,9 +299,12 @@ def main(argv=None):
     p.add_argument("paths", nargs="*", default=["results/sweeps/default"], help="sweep or run dirs")
     p.add_argument("--out", default=None, help="output dir (default: the first path)")
     p.add_argument("--kernel-max-len", type=int, default=MAX_LEN, help="precision section: kernel grid length")
+    p.add_argument("--reference", default=None,
+                   help=f"variant the Comparisons are against (default: {DEFAULT_REFERENCE} when present)")
+    p.add_argument("--test", default="t", choices=TESTS, help="paired test of the Comparisons (default: t)")
     a = p.parse_args(argv)
     try:
-        path = build(a.paths, a.out or a.paths[0], a.kernel_max_len)
+        path = build(a.paths, a.out or a.paths[0], a.kernel_max_len, a.reference, a.test)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"harness.report: error: {e}")
     print(f"wrote {path}")

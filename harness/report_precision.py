@@ -1,4 +1,5 @@
-"""The report's precision section (issue 4): kernel-level rows once per sweep, model-level rows per run.
+"""The report's precision section (issue 4): kernel-level rows once per sweep, model-level rows per run
+(aggregated over seeds by harness.stats: mean ± 95% t interval tables, KL curves of the seed means).
 
 Kernel rows (harness.measure.precision.precision_report_rows) do not depend on a run, so the report
 computes them once and caches them next to report.md as precision_kernel-<hash>.parquet (the hash covers
@@ -14,9 +15,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import yaml
 
-from harness import results
+from harness import results, stats
 from harness.measure.precision import precision_report_rows, safe_length
 from harness.measure.precision_pipelines import MAX_LEN, Pipeline, load_pipeline, pipeline_names
+from harness.report_tables import ci_table
 
 KL_SAFE = 1e-3  # nats: the model-level "safe" bound on the mean next-token KL against fp32
 
@@ -66,6 +68,38 @@ def _loglog(pt, title, xlabel, ylabel, out, name, made):
     fig.savefig(Path(out) / name, dpi=110)
     plt.close(fig)
     made.append(name)
+
+
+def _kl_panels(s, title):
+    """One log-log panel per (low dtype, mode): one line per variant (mean KL over seeds vs window end),
+    the same colour for a variant in every panel, one complete legend outside; dashed: the safe bound.
+    s: summarize frame by (variant, dtype, protocol, eval_len)."""
+    panels = sorted(s[["dtype", "protocol"]].drop_duplicates().itertuples(index=False, name=None))
+    vs = sorted(s.variant.unique())
+    ncol = min(2, len(panels))
+    nrow = -(-len(panels) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(5.6 * ncol + 2.4, 3.6 * nrow + 0.6), sharex=True, sharey=True,
+                             squeeze=False)
+    for ax, (dtype, mode) in zip(axes.flat, panels):
+        for i, v in enumerate(vs):
+            g = s[(s.variant == v) & (s.dtype == dtype) & (s.protocol == mode)].sort_values("eval_len")
+            ax.plot(g.eval_len.astype(float), g["mean"].clip(lower=1e-12), marker="o", ms=3, lw=1.2, label=v,
+                    color=plt.get_cmap("tab10")(i % 10), ls=("-", "--", ":")[i // 10 % 3])
+        ax.axhline(KL_SAFE, color="k", ls="--", lw=0.8)
+        ax.set(xscale="log", yscale="log", title=f"{dtype} {mode}")
+        ax.grid(alpha=0.3, which="both")
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    for ax in axes[-1, :]:
+        ax.set_xlabel("position (window end)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("KL (nats)")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
+               title=f"encoding (dashed: {KL_SAFE:g})", title_fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def _kernel_plots(k, out, made, md):
@@ -120,16 +154,16 @@ def section(df, paths, out, made, md_table, kernel_max_len=MAX_LEN):
     if not kl.empty:
         L = json.loads(kl.params.iloc[0])["seq_len"]
         low = kl[kl.dtype != "fp32"]
-        _loglog(low.pivot_table(index="series", columns="eval_len", values="value"),
-                f"model: mean next-token KL(fp32 || low) vs position (sequence length {L})", "position (window end)",
-                "KL (nats)", out, "precision_model_kl.png", made)
-        safe = pd.DataFrame(safe_length(low, KL_SAFE, "kl_fp32"))
-        safe["variant"] = low.groupby(["encoding", "protocol", "dtype"]).variant.first().reindex(
-            list(zip(safe.encoding, safe.protocol, safe.dtype))).values
-        safe["cell"] = safe.dtype + " " + safe.protocol
-        pt = safe.pivot_table(index="variant", columns="cell", values="value", aggfunc="min")
+        s = stats.summarize(low, ["variant", "dtype", "protocol", "eval_len"])  # mean over seeds per window
+        fig = _kl_panels(s, f"model: mean next-token KL(fp32 || low) vs position (sequence length {L}; "
+                            f"{_n(s)}, mean over seeds)")
+        fig.savefig(Path(out) / "precision_model_kl.png", dpi=110, bbox_inches="tight")  # legend outside
+        plt.close(fig)
+        made.append("precision_model_kl.png")
         md += [f"### Model level: safe up to position L (mean KL against fp32 <= {KL_SAFE:g} nats; at most {L})\n",
-               md_table(pt, "{:.0f}"), "", "![model KL](precision_model_kl.png)\n"]
+               f"{_n(s)}. L: every window up to L has its mean KL over seeds within the bound; in brackets, "
+               f"where it differs, the L of the upper end of the 95% t interval (safe with confidence).\n",
+               md_table(_safe_cells(s, low), "{}"), "", "![model KL](precision_model_kl.png)\n"]
     for metric, title in (("ppl_gap", "PPL(low) − PPL(fp32) by eval length"),
                           ("anchor_d", "AnchorAttention D (mean |ΔA| of attention probabilities) by shift D1, "
                                        "against D2 = 16 at the train length"),
@@ -137,7 +171,38 @@ def section(df, paths, out, made, md_table, kernel_max_len=MAX_LEN):
                                              "by sequence length")):
         d = model[model.metric == metric]
         if not d.empty:
-            pt = d.pivot_table(index="series", columns="eval_len", values="value", aggfunc="median")
-            pt.index.name = "variant dtype protocol"
-            md += [f"### {title}\n", md_table(pt), ""]
+            # one table row per series: the ci table's row key is the column named variant
+            md += [f"### {title}\n", *ci_table(d.assign(variant=d.series), "eval_len",
+                                               index_name="variant dtype protocol")]
     return md
+
+
+def _n(s):
+    ns = s.n[s.n > 0]
+    lo, hi = (int(ns.min()), int(ns.max())) if len(ns) else (0, 0)
+    return f"n = {hi} seed{'s' if hi > 1 else ''}" if lo == hi else f"n = {lo}–{hi} seeds"
+
+
+def _safe_cells(s, low):
+    """variant x (dtype protocol) table of safe lengths from the seed means (and the upper CI ends)."""
+    first = low.groupby(["variant", "dtype", "protocol"]).first()  # the other columns safe_length keys on
+    out = {}
+    for col in ("mean", "hi"):
+        rows = s.assign(value=s[col], metric="kl_fp32").join(first[["encoding", "head_dim", "params"]],
+                                                             on=["variant", "dtype", "protocol"])
+        # the series key of safe_length is (encoding, protocol, dtype, head_dim, params): the variant goes
+        # into params so that two variants of one encoding stay apart
+        rows["params"] = [json.dumps({"seq_len": json.loads(p)["seq_len"], "variant": v})
+                          for p, v in zip(rows.params, rows.variant)]
+        if col == "hi" and rows.value.isna().all():
+            break
+        safe = pd.DataFrame(safe_length(rows, KL_SAFE, "kl_fp32"))
+        safe["variant"] = safe.params.map(lambda p: json.loads(p)["variant"])
+        out[col] = safe.assign(cell=safe.dtype + " " + safe.protocol).pivot_table(
+            index="variant", columns="cell", values="value", aggfunc="min")
+    mean = out["mean"].astype("Int64").astype(str)
+    if "hi" in out:
+        hi = out["hi"].reindex_like(out["mean"]).astype("Int64").astype(str)
+        mean = mean.where(mean == hi, mean + " [" + hi + "]")
+    mean.index.name = "variant"
+    return mean

@@ -56,7 +56,7 @@ def extended(model, model_cfg, encoding_dict, rope_type, scale):
 
 
 def _eval_at(model, task, cfg, L, device):
-    one = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, lens=[L]))
+    one = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, lens=[L], protocol=cfg.eval.extension.protocol))
     return task.evaluate(model, one, device, progress=False)
 
 

@@ -1,0 +1,207 @@
+"""The report (harness.report): every comparison carries its confidence. Planted-truth run dirs (known
+differences, known seed noise) go through report.build, and the markdown and figures are checked."""
+import json
+import math
+
+import numpy as np
+import pytest
+import scipy.stats
+from matplotlib.collections import PolyCollection
+
+from harness import report, report_plots, results, stats
+from harness.report_tables import fmt_ci
+
+LENS = (64, 128, 512)  # 1x, 2x and 8x the train length
+SEED_EFFECT = (0.30, -0.20, 0.10, -0.15)  # shared by every encoding of one seed (same batches, same windows)
+OWN = (0.010, -0.020, 0.015, -0.005)  # each encoding's own noise per seed
+BASE = dict(sweep="t", model="tiny", d_model=32, n_layers=1, n_heads=2, head_dim=16, task="lm", train_len=64,
+            dtype="float32", device="cpu", torch="x", harness_version="0", git_sha="abc", time="now")
+
+
+def run_rows(encoding, seed, ppl, *, model="tiny", d_model=32, steps=100, extra=()):
+    """One run's rows: ppl (nonoverlapping) at LENS from ppl(L) plus the run's train_steps row."""
+    base = {**BASE, "run_id": f"model={model}/encoding={encoding},seed={seed}", "encoding": encoding, "seed": seed,
+            "model": model, "d_model": d_model, "params": {}}
+    measured = [dict(metric="ppl", eval_len=L, protocol="nonoverlapping", value=ppl(L), unit="ppl") for L in LENS]
+    measured += [dict(metric="train_steps", eval_len=None, protocol="train", value=float(steps), unit="steps"),
+                 *extra]
+    return results.complete(measured, base, steps)
+
+
+def planted(root, seeds=range(4), budgets=(("tiny", 32, 100),), extra=lambda enc, s: (),
+            encodings=("rope", "alibi", "twin")):
+    """rope: 6 + seed effect; alibi: rope + 1 (the planted difference); twin: rope + a zero-mean wiggle
+    (the planted tie). Returns the sweep dir."""
+    offset = {"rope": lambda s: 0.0, "alibi": lambda s: 1.0 + OWN[s], "twin": lambda s: (0.001, -0.001, 0.002,
+                                                                                           -0.002)[s]}
+    for model, d_model, steps in budgets:
+        for enc in encodings:
+            off = offset[enc]
+            for s in seeds:
+                df = run_rows(enc, s, lambda L: 6 + L / 512 + SEED_EFFECT[s] + off(s), model=model, d_model=d_model,
+                              steps=steps, extra=extra(enc, s))
+                results.write_rows(root / f"model={model}" / f"encoding={enc},seed={s}", df)
+    return root
+
+
+def table_rows(md, heading):
+    """{row label: [cells]} of the first table after the line starting with `heading`, and the text from
+    the heading to the table's end."""
+    lines = md.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.startswith(heading))
+    j = next(k for k in range(i, len(lines)) if lines[k].startswith("|")) + 2  # past the header and |---|
+    out = {}
+    while j < len(lines) and lines[j].startswith("|"):
+        cells = [c.strip() for c in lines[j].strip("|").split("|")]
+        out[cells[0]] = cells[1:]
+        j += 1
+    return out, "\n".join(lines[i:j])
+
+
+def test_planted_difference_is_significant_and_tie_is_marked(tmp_path):
+    md = report.build([planted(tmp_path / "sweep")], tmp_path / "out").read_text()
+    rows, block = table_rows(md, "### Perplexity, nonoverlapping")
+    assert "n = 4 seeds per cell; ± is the 95% t interval" in block
+    assert "† tied with the best of its column (paired 95% CI of the difference contains 0)" in block
+    for k in range(len(LENS)):
+        best = [v for v in rows if rows[v][k].startswith("**")]
+        assert len(best) == 1 and best[0] in ("rope", "twin")  # the two are equal up to the wiggle
+        assert "†" not in rows["alibi"][k] and not rows["alibi"][k].startswith("**")  # 1 nat of PPL apart
+        other = "twin" if best[0] == "rope" else "rope"
+        assert rows[other][k].endswith("†")
+    # Comparisons: alibi is significantly worse (Δ > 0), the twin is not different
+    comp, block = table_rows(md, "#### PPL, nonoverlapping windows at 64 (1×")
+    assert "n = 4 seeds" in block
+    assert comp["alibi"][-1] == "yes, worse" and float(comp["alibi"][1]) > 0
+    assert comp["twin"][-1] == "no"
+    ci = comp["alibi"][2].strip("[]").split(", ")
+    assert 0 < float(ci[0]) < 1 < float(ci[1])  # the planted difference is 1 + mean(OWN) = 1.0
+    assert "## Ranking with confidence" in md
+    snr, _ = table_rows(md, "## Signal to noise")
+    assert all("cannot separate" not in cells[-1] for cells in snr.values())  # 1 nat apart, seed sd ~0.2
+    rank, _ = table_rows(md, "### Task `lm`: PPL")
+    assert rank["alibi"][3] == "3" and rank["alibi"][4] == "3–3"  # last at 8x in every resample
+
+
+def test_snr_below_one_says_the_budget_cannot_separate(tmp_path):
+    md = report.build([planted(tmp_path / "sweep", encodings=("rope", "twin"))], tmp_path / "out").read_text()
+    snr, _ = table_rows(md, "## Signal to noise")
+    # signal: the twin's wiggle (means equal); noise: the seed effect, variance ~0.05
+    assert snr and all("cannot separate encodings on this metric" in cells[-1] for cells in snr.values())
+
+
+def test_cell_is_mean_and_t_interval_and_every_cell_has_one(tmp_path):
+    md = report.build([planted(tmp_path / "sweep")], tmp_path / "out").read_text()
+    rows, _ = table_rows(md, "### Perplexity, nonoverlapping")
+    x = np.array([6 + 64 / 512 + e for e in SEED_EFFECT])
+    lo, hi = scipy.stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=scipy.stats.sem(x))  # the 95% t CI
+    assert rows["rope"][0].strip("*† ") == fmt_ci(x.mean(), (hi - lo) / 2)
+    # every cell of every seed-aggregated table (a heading line with n >= 2) carries its ±
+    lines = md.splitlines()
+    checked = 0
+    for i, line in enumerate(lines):
+        if line.startswith("n = 4 seeds per cell"):
+            j = i + 1
+            while not lines[j].startswith("|"):
+                j += 1
+            for row in lines[j + 2:]:
+                if not row.startswith("|"):
+                    break
+                cells = [c.strip() for c in row.strip("|").split("|")][1:]
+                assert all("±" in c for c in cells if c != "—"), row
+                checked += 1
+    assert checked >= 3
+
+
+def test_one_seed_says_n_1_and_marks_nothing(tmp_path):
+    md = report.build([planted(tmp_path / "sweep", seeds=[0])], tmp_path / "out").read_text()
+    _, block = table_rows(md, "### Perplexity, nonoverlapping")
+    assert "n = 1 seed per cell" in block and "nothing is marked significant" in block
+    assert "±" not in block and "†" not in md
+    comp, block = table_rows(md, "#### PPL, nonoverlapping windows at 64 (1×")
+    assert "n = 1 seed: nothing can be significant" in block
+    assert all(cells[-1] == "no" for cells in comp.values())
+    assert "yes," not in md
+
+
+def test_reference_option_and_unknown_reference(tmp_path, capsys):
+    sweep = planted(tmp_path / "sweep")
+    md = report.build([sweep], tmp_path / "out", reference="alibi").read_text()
+    comp, _ = table_rows(md, "#### PPL, nonoverlapping windows at 64 (1×")
+    assert "Δ vs alibi" in md
+    assert comp["rope"][-1] == "yes, better" and float(comp["rope"][1]) < 0
+    md = report.build([sweep], tmp_path / "out", reference="alibi", test="permutation").read_text()
+    comp, _ = table_rows(md, "#### PPL, nonoverlapping windows at 64 (1×")
+    assert "sign-flip permutation" in md and "cannot give p below 2/2^n (n = 4: 0.125)" in md
+    # all 4 differences negative: only the 2 all-same-sign patterns of 2^4 reach |mean| (exact test: 2/16)
+    assert comp["rope"][3] == "0.125" and comp["rope"][-1] == "no"
+    with pytest.raises(SystemExit) as e:
+        report.main([str(sweep), "--out", str(tmp_path / "o2"), "--reference", "yarn"])
+    msg = str(e.value)
+    assert msg.count("\n") == 0 and "unknown reference 'yarn'" in msg and "alibi, rope, twin" in msg
+    assert not (tmp_path / "o2" / "report.md").exists()
+    with pytest.raises(ValueError, match="unknown test 'z'; valid: t, permutation"):
+        report.build([sweep], tmp_path / "o3", test="z")
+
+
+def test_headline_curves_have_ci_bands(tmp_path):
+    df = report.prepare(results.load(planted(tmp_path / "sweep")))
+    s = stats.summarize(df[df.metric == "ppl"], ["variant", "eval_len"])
+    fig = report_plots.fig_curves(s, "eval_len", "t", "x", "y", [64])
+    bands = [c for c in fig.axes[0].collections if isinstance(c, PolyCollection)]
+    assert len(bands) == 3  # one per variant
+    one = stats.summarize(df[(df.metric == "ppl") & (df.seed == 0)], ["variant", "eval_len"])
+    fig = report_plots.fig_curves(one, "eval_len", "t", "x", "y", [64])
+    assert not [c for c in fig.axes[0].collections if isinstance(c, PolyCollection)]  # one seed: no band
+
+
+def test_training_small_multiples_have_bands():
+    import pandas as pd
+    rows = [dict(variant=v, step=k, seed=s, value=3 - k / 100 + 0.1 * s + (v == "b")) for v in "abc"
+            for k in range(0, 100, 10) for s in range(3)]
+    s = stats.summarize(pd.DataFrame(rows), ["variant", "step"])
+    fig = report_plots.fig_training(s)
+    used = [ax for ax in fig.axes if ax.axison]
+    assert len(used) == 3 and all(any(isinstance(c, PolyCollection) for c in ax.collections) for ax in used)
+    assert len({ax.get_ylim() for ax in used}) == 1  # shared axes
+
+
+def test_budget_section_only_with_two_budgets(tmp_path):
+    one = report.build([planted(tmp_path / "a")], tmp_path / "oa").read_text()
+    assert "cheap budget" not in one
+    two = planted(tmp_path / "b", budgets=(("tiny", 32, 100), ("small", 64, 400)))
+    md = report.build([two], tmp_path / "ob").read_text()
+    assert "## Does the cheap budget predict a bigger one?" in md
+    rows, _ = table_rows(md, "### Task `lm`: PPL, nonoverlapping windows, cheapest `model=tiny steps=100`")
+    assert set(rows) == {"1× (64 / 64)", "8× (512 / 512)"}
+    for cells in rows.values():  # the same planted order at both budgets: tau = 1 over 3 encodings, 4 + 4 seeds
+        assert float(cells[0]) == 1.0 and cells[2] == "3" and cells[3] == "4 / 4"
+    assert (tmp_path / "ob" / "budgets_lm.png").stat().st_size > 10_000
+
+
+def test_lm_eval_and_position_rows(tmp_path):
+    def extra(enc, s):
+        err = 0.01 * (s + 1)  # lm-eval's stderr of run s: mean over the 4 runs = 0.025
+        pos = [dict(metric="nll_by_pos", eval_len=512, protocol="nonoverlapping", value=1.5 + lo / 512 + 0.01 * s,
+                    unit="nats", extra_params=dict(pos_lo=lo, pos_hi=lo + 64)) for lo in range(0, 512, 64)]
+        return [dict(metric="passkey/acc", eval_len=None, protocol="lm_eval", value=0.5 + 0.1 * s, unit="frac"),
+                dict(metric="passkey/acc_stderr", eval_len=None, protocol="lm_eval", value=err, unit="frac"), *pos]
+    md = report.build([planted(tmp_path / "sweep", extra=extra)], tmp_path / "out").read_text()
+    rows, block = table_rows(md, "### `passkey/acc`")
+    assert rows["rope"][1] == "0.025" and "±" in rows["rope"][0]
+    assert "lm-eval stderr" in block and "mean ± CI over seeds" in block
+    assert "pos_lo" not in md and "pos_hi" not in md  # the bins are not variants
+    assert (tmp_path / "out" / "nll_by_pos_lm.png").stat().st_size > 10_000
+
+
+def test_fmt_ci_rounds_to_the_interval():
+    assert fmt_ci(20297.0, 684.0) == "20300 ± 680"  # 2 significant digits of the half-width
+    assert fmt_ci(5.7234, 0.0346) == "5.723 ± 0.035"
+    assert fmt_ci(5.7234, math.nan) == "5.72"  # one seed: the mean alone
+    assert fmt_ci(0.0008106, 3.9e-05) == "(8.11 ± 0.39)e-04"  # tiny values share one exponent
+
+
+def test_variant_labels_ignore_seed_and_position_bins(tmp_path):
+    df = results.load(planted(tmp_path / "sweep"))
+    df.loc[df.index[0], "params"] = json.dumps({"pos_lo": 0, "pos_hi": 64})
+    assert set(report.variants(df)) == {"rope", "alibi", "twin"}
