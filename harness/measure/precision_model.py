@@ -152,6 +152,7 @@ def anchor_rows(model, task, train_len, lens, variants_, *, shifts, anchor_shift
     for metric, unit, grid in (("anchor_d", "prob", shifts), ("anchor_d_logit", "logit", lens)):
         T_fixed = train_len if metric == "anchor_d" else None
         for protocol, dt, net, ctx in variants_:
+            anchored = {}  # T -> scores at the anchor shift: the same for every D1 shift of the grid
             for g in grid:
                 T, shift = (T_fixed, g) if metric == "anchor_d" else (g, 0)
                 x, _, _, pos = _batch(task, T, n_windows * T, device)
@@ -159,7 +160,9 @@ def anchor_rows(model, task, train_len, lens, variants_, *, shifts, anchor_shift
                 ids = dict(eval_len=g, protocol=protocol, dtype=dt, anchor_shift=anchor_shift, seq_len=T,
                            shift=shift)
                 try:
-                    s1, s2 = _scores(net, ctx, x, pos + shift), _scores(net, ctx, x, pos + anchor_shift)
+                    if T not in anchored:
+                        anchored[T] = _scores(net, ctx, x, pos + anchor_shift)
+                    s1, s2 = _scores(net, ctx, x, pos + shift), anchored[T]
                 except ValueError as e:
                     rows.append(_row(metric, math.nan, unit, nan_reason=str(e), **ids))
                     continue
