@@ -129,6 +129,9 @@ class EvalConfig:
     protocol: str = "both"  # nonoverlapping | sliding | both
     stride: Optional[int] = None  # sliding stride; None = train.seq_len // 2
     max_tokens: int = 4096  # scored tokens per (length, protocol): keeps CPU eval cheap
+    # the sliding protocol's own cap (None = max_tokens): each of its scored tokens costs L / stride times
+    # a nonoverlapping one, so at 16x the train length it was half of a run's evaluation time
+    sliding_max_tokens: Optional[int] = None
     split: str = "val"
     batch_size: int = 8
     extension: ExtensionConfig = field(default_factory=ExtensionConfig)
@@ -142,6 +145,8 @@ class EvalConfig:
         _choice("eval.protocol", self.protocol, PROTOCOLS)
         _choice("eval.split", self.split, ("val", "test"))
         _positive("eval", self, ("max_tokens", "batch_size", "throughput_repeats"))
+        if self.sliding_max_tokens is not None and self.sliding_max_tokens < 1:
+            raise ValueError(f"eval.sliding_max_tokens must be >= 1 or null, got {self.sliding_max_tokens}")
         if self.lens is not None and (not self.lens or min(self.lens) < 1):
             raise ValueError(f"eval.lens must be a non-empty list of lengths >= 1, got {self.lens}")
 

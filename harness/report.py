@@ -9,12 +9,13 @@ seeds goes through harness.stats (report_tables, report_plots, report_confidence
 report_lmeval hold the pieces)."""
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from harness import report_budget, report_confidence, report_lmeval, report_precision, results, stats
+from harness import report_budget, report_confidence, report_lmeval, report_precision, results, stats, wandb_sink
 from harness.measure.precision_model import PARAM_KEYS
 from harness.measure.precision_pipelines import MAX_LEN
 from harness.report_plots import fig_bars, fig_cost, fig_curves, fig_passkey, fig_training, save
@@ -302,12 +303,28 @@ def main(argv=None):
     p.add_argument("--reference", default=None,
                    help=f"variant the Comparisons are against (default: {DEFAULT_REFERENCE} when present)")
     p.add_argument("--test", default="t", choices=TESTS, help="paired test of the Comparisons (default: t)")
+    p.add_argument("--wandb", default="offline", choices=("offline", "online", "disabled"),
+                   help="log the over-seed summary as one W&B run per report (default: offline, in OUT/wandb_files)")
     a = p.parse_args(argv)
     try:
         path = build(a.paths, a.out or a.paths[0], a.kernel_max_len, a.reference, a.test)
     except (ValueError, FileNotFoundError) as e:
         raise SystemExit(f"harness.report: error: {e}")
     print(f"wrote {path}")
+    err = log_summary(a.paths, path.parent, a.wandb)
+    if err:
+        print(f"harness.report: {err} (report.md is written)", file=sys.stderr)
+
+
+def log_summary(paths, out, mode):
+    """The W&B summary of a report: every metric's over-seed mean, CI and n (harness.stats.summarize)."""
+    if mode == "disabled":
+        return None
+    df = results.load(*paths)
+    df["variant"] = variants(df)
+    keep = df[~df.metric.isin(["train_loss", "nll_by_pos"]) & ~df.metric.str.endswith("_stderr")]
+    summary = stats.summarize(keep, ["metric", "protocol", "eval_len", "variant"])
+    return wandb_sink.log_summary(out, mode, ",".join(sorted(df.sweep.unique())), summary)
 
 
 if __name__ == "__main__":

@@ -62,7 +62,8 @@ def log_summary(out_dir, mode, group, summary, project="pe-harness", entity=None
         run = wandb.init(mode=mode, project=project, entity=entity, dir=str(wandb_dir), group=group,
                          name=f"{group}/report", job_type="report", reinit="finish_previous")
         try:
-            table = summary.astype({c: "float64" for c in ("eval_len",) if c in summary})
+            lens = pd.array(summary["eval_len"], dtype="Float64").to_numpy(dtype=float, na_value=float("nan"))
+            table = summary.assign(eval_len=lens)  # nullable Int64 (NA for length-free metrics) -> float
             run.log({"summary": wandb.Table(dataframe=table)})
             for r in summary.itertuples():
                 length = "" if pd.isna(r.eval_len) else f"/{int(r.eval_len)}"

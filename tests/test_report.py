@@ -205,3 +205,18 @@ def test_variant_labels_ignore_seed_and_position_bins(tmp_path):
     df = results.load(planted(tmp_path / "sweep"))
     df.loc[df.index[0], "params"] = json.dumps({"pos_lo": 0, "pos_hi": 64})
     assert set(report.variants(df)) == {"rope", "alibi", "twin"}
+
+
+def test_wandb_summary_holds_the_over_seed_interval(tmp_path):
+    """The report's W&B run (offline) carries each cell's mean, 95% CI and n from harness.stats: the same
+    numbers as the tables; per-run W&B runs hold one seed each."""
+    root = planted(tmp_path / "sweep")
+    assert report.log_summary([root], tmp_path / "out", "offline") is None
+    [table] = (tmp_path / "out" / "wandb_files").rglob("summary_*.table.json")  # the logged wandb.Table
+    t = json.loads(table.read_text())
+    rows = [dict(zip(t["columns"], r)) for r in t["data"]]
+    [cell] = [r for r in rows if (r["metric"], r["eval_len"], r["variant"]) == ("ppl", 64, "alibi")]
+    want = stats.interval([6 + 64 / 512 + SEED_EFFECT[s] + 1.0 + OWN[s] for s in range(4)])
+    assert cell["n"] == 4 and cell["mean"] == pytest.approx(want.mean) and cell["lo"] == pytest.approx(want.lo)
+    assert report.log_summary([root], tmp_path / "none", "disabled") is None
+    assert not (tmp_path / "none").exists()

@@ -140,6 +140,20 @@ def test_one_seed_pairs_encodings_on_the_same_batches_and_windows(tmp_path, monk
     assert not _same(nope["train"], other["train"]) and not _same(nope["eval"], other["eval"])
 
 
+def test_sliding_protocol_has_its_own_token_cap(tmp_path, monkeypatch):
+    from harness import data
+    caps, windows = set(), data.eval_windows
+
+    def record(tokens, L, **kw):
+        caps.add((kw["protocol"], kw["max_tokens"]))
+        return windows(tokens, L, **kw)
+
+    monkeypatch.setattr(data, "eval_windows", record)
+    runner.run(tiny(tmp_path, **{"eval.sliding_max_tokens": 32, "eval.extension.types": [],
+                                 "precision.model_level": False}), tmp_path / "r", progress=False)
+    assert caps == {("nonoverlapping", 64), ("sliding", 32)}
+
+
 def test_per_position_loss_bins_the_longest_window(tmp_path):
     """nll_by_pos: train-length bins over the longest eval window; with every position scored equally
     often (whole nonoverlapping windows), the bins' mean is the log of that length's PPL."""

@@ -77,7 +77,8 @@ def lm_rows(model, data, tokens, cfg, device, progress=True):
     for L, protocol in tqdm(jobs, desc="eval", disable=not progress, leave=False):
         s = min(stride, L) if protocol == "sliding" else None
         label = f"sliding{s}" if protocol == "sliding" else protocol
-        windows = data.eval_windows(tokens, L, protocol=protocol, stride=s, max_tokens=cfg.eval.max_tokens)
+        cap = cfg.eval.sliding_max_tokens if protocol == "sliding" and cfg.eval.sliding_max_tokens else cfg.eval.max_tokens
+        windows = data.eval_windows(tokens, L, protocol=protocol, stride=s, max_tokens=cap)
         try:
             nll, nll_far, n, by_pos = lm_nll(model, windows, train_len, cfg.eval.batch_size, device)
         except ValueError as e:  # the encoding cannot represent this length (its own clear message)
