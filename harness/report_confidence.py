@@ -161,7 +161,10 @@ def ranking(groups):
         n = min(ns)
         md += [f"### {group}: {title} ({'lower' if lower else 'higher'} is better)\n",
                (f"n = {n} seeds." if n >= 2 else f"n = {n} seed: ranks of single runs; no interval, nothing is "
-                                                 f"decided (one seed decides nothing).") + "\n",
+                                                 f"decided (one seed decides nothing).")
+               + (f" With {n} seeds a bootstrap has only {math.comb(2 * n - 1, n)} distinct resamples: read these "
+                  f"intervals as optimistic, and the paired tests of `## Comparisons` as the decision."
+                  if 2 <= n < 6 else "") + "\n",
                render(cells, "variant"), ""]
     return md if found else []
 
