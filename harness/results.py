@@ -4,9 +4,12 @@ Row conventions. `protocol`: `train` (train_loss per `step`, train_wall_s, train
 train_tokens_per_s, peak_mem_bytes of a training step; train_loop_tokens_per_s: the training loop's
 global-batch tokens/s over all torchrun ranks, param world_size), `eval` (eval_tokens_per_s and peak_mem_bytes of
 one forward at eval_len), `nonoverlapping` / `sliding<stride>` (lm: ppl, nll_beyond_train), `iid`
-(synthetic: acc, seq_acc), `depth=<d>` (passkey: acc, seq_acc). `params` is JSON: the encoding's
-parameters, plus `extension`, `factor`, the applied `rope_type`/`scaling` (and `finetune_*`) on RoPE
-eval-time extension rows, plus `nan_reason` on a NaN row the encoding could not measure."""
+(synthetic: acc, seq_acc), `depth=<d>` (passkey: acc, seq_acc). lm also has `nll_by_pos` at the longest
+eval length (nonoverlapping): mean NLL of the window positions [pos_lo, pos_hi), bins of train-length
+width. `params` is JSON: the encoding's parameters, plus `extension`, `factor`, the applied
+`rope_type`/`scaling` (and `finetune_*`) on RoPE eval-time extension rows, `pos_lo`/`pos_hi` on
+`nll_by_pos` rows, plus `nan_reason` on a NaN row the encoding could not measure. `seed` sets init, data
+order and eval text: rows of one seed are paired across encodings; harness.stats aggregates over seeds."""
 import datetime
 import io
 import json
