@@ -67,8 +67,8 @@ def choice_acc_by_length(doc, results):
 
 
 def pystdlib_docs(*, split="val", max_bytes=4096, **_lm_eval_metadata):
-    """One doc: bytes [1, 1 + max_bytes) of the held-out split of the pystdlib corpus (the runner's
-    eval_windows score targets 1..max_tokens of the split; byte 0 is their context, here `prefix` is),
+    """One doc: bytes [1, 1 + max_bytes) of the held-out split of the pystdlib corpus (lm_rows over the
+    split scores targets 1..max_tokens; byte 0 is their context, here `prefix` is),
     cut at the end to whole UTF-8 characters (an invalid byte elsewhere is an error)."""
     tokens = data.split(data.load_corpus("pystdlib").data)[split]
     raw = bytes(tokens[1:1 + int(max_bytes)].tolist())
