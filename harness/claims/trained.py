@@ -10,6 +10,7 @@ on the same windows). Evidence numbers follow harness.claims.judge's flat conven
 every rule judges on the interval (judge.judge), so a claim needs >= 3 seeds to be more than inconclusive.
 Seeds, train lengths, head_dim and the ablated bases are read from the rows. A run whose rows lack a
 parameter its encoding's YAML now has is stale (trained by older code): it is left out (inconclusive)."""
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -131,7 +132,8 @@ def locality(ctx):
         # per seed: Spearman over the bases, and max/min over them (>= 3 bases, else NaN for that seed)
         g = [x.sort_values("base") for _, x in df[df.k == k].groupby("seed")] if len(df) else []
         rho = [x.base.corr(x.value, method="spearman") if len(x) > 2 else math.nan for x in g]
-        put(n, key, stats.interval(rho))
+        iv = stats.interval(rho)  # a t interval of a mean correlation can pass +-1; the mean itself cannot
+        put(n, key, dataclasses.replace(iv, lo=max(iv.lo, -1.0), hi=min(iv.hi, 1.0)) if iv.n >= 2 else iv)
         if k == 1:
             put(n, "spread", stats.interval([x.value.max() / x.value.min() if len(x) > 2 else math.nan for x in g]))
     png = None
