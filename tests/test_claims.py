@@ -12,7 +12,7 @@ import yaml
 
 from harness import encodings, results, stats
 from harness import model as model_lib
-from harness.claims import CLAIMS, costs, judge, maths, run, trained
+from harness.claims import CLAIMS, costs, judge, maths, run, trained, trained_compare
 from harness.claims.attention import locality, probabilities
 from harness.claims.table import VERDICTS, Claim, Evidence, by_parts, plot, write
 from harness.config import from_dict, to_dict
@@ -96,16 +96,16 @@ CASES = {
                          (_base({1000: 0.4}, {}), I),  # one part contradicted (1e3 beats 1e4 at 1x)
                          (_base({100: 0.4}, {}), C),  # 100 beats 1e4: '1e4 best at 1x' and '100 poor' both fail
                          (_base({}, {}, n=2), I), ({}, I)],
-    trained.rope_lengths_rule: [(_lengths(1.02, 1.2, 2.0), S), (_lengths(1.3, 1.2, 1.3), C),
+    trained_compare.rope_lengths_rule: [(_lengths(1.02, 1.2, 2.0), S), (_lengths(1.3, 1.2, 1.3), C),
                                 (_lengths(1.02, 1.2, 2.0, mono=(-0.1, 0.1)), C),  # falls with length
                                 (_lengths(1.02, 1.2, (1.6, 1.4, 1.8)), I), (_lengths(1.02, 1.2, 1.3), I),
                                 (_lengths(1.02, 1.2, 2.0, n=2), I)],
-    trained.absolute_vs_bias_rule: [(_extrap(), S), (_extrap(learned=1.0, alibi=1.3), C),
+    trained_compare.absolute_vs_bias_rule: [(_extrap(), S), (_extrap(learned=1.0, alibi=1.3), C),
                                     (_extrap(t5=(1.04, 1.0, 1.2)), I), (_extrap(t5=1.2), I),
                                     (_extrap(sin_minus_learned=WIDE), I), (_extrap(n=2), I)],
-    trained.linear_rule: [(_linear(-1.0, 0.4), S), (_linear(-1.0, 0.9), C), (_linear(1.0, 0.4), C),
+    trained_compare.linear_rule: [(_linear(-1.0, 0.4), S), (_linear(-1.0, 0.9), C), (_linear(1.0, 0.4), C),
                           (_linear((-0.1, -0.5, 0.3), 0.4), I), (_linear(-1.0, 0.4, n=2), I), ({}, I)],
-    trained.rope_vs_learned_rule: [(_rvl(0.8), S), (_rvl(1.2), C), (_rvl(0.8, params=8.0), C), (_rvl(1.05), I),
+    trained_compare.rope_vs_learned_rule: [(_rvl(0.8), S), (_rvl(1.2), C), (_rvl(0.8, params=8.0), C), (_rvl(1.05), I),
                                    (_rvl((1.0, 0.9, 1.1)), I), (_rvl(0.8, n=2), I), (_rvl(0.8, params=NAN), I)],
 }
 
@@ -325,7 +325,7 @@ def _measure(root, tmp_path, fn):
 
 
 def test_ratio_claims_read_seeds_and_train_length_from_rows(sweeps, tmp_path):
-    ev = _measure(sweeps, tmp_path, trained.rope_lengths)
+    ev = _measure(sweeps, tmp_path, trained_compare.rope_lengths)
     n = ev.numbers
     # per seed r_k = RATIO * jitter, jitter = 1 + 0.01 (seed - 1): mean over seeds 0-2 = RATIO exactly;
     # 99.0 (an extension row) and 98.0 (sliding) at 8x would move it if they were read
@@ -335,13 +335,13 @@ def test_ratio_claims_read_seeds_and_train_length_from_rows(sweeps, tmp_path):
         lo, hi = scipy.stats.t.interval(0.95, 2, loc=r, scale=scipy.stats.sem(x))  # the t CI over 3 seeds
         assert (n[f"r{k}_lo"], n[f"r{k}_hi"]) == (pytest.approx(lo), pytest.approx(hi))
     assert ev.n == 3 and (tmp_path / ev.plot).exists() and "train length 32" in ev.summary
-    assert trained.rope_lengths_rule(n)[0] == S
+    assert trained_compare.rope_lengths_rule(n)[0] == S
 
-    ev = _measure(sweeps, tmp_path, trained.absolute_vs_bias)
+    ev = _measure(sweeps, tmp_path, trained_compare.absolute_vs_bias)
     assert ev.numbers["r8_learned_n"] == 3  # seed 0 read from the old single-seed dir `encoding=learned`
     # paired by seed: sinusoidal - learned = (1.4 - 2.2) * jitter, mean -0.8
     assert ev.numbers["r8_sinusoidal_minus_learned"] == pytest.approx(-0.8)
-    v, reason = trained.absolute_vs_bias_rule(ev.numbers)
+    v, reason = trained_compare.absolute_vs_bias_rule(ev.numbers)
     assert v == S and "(n=3)" in reason
 
 
@@ -359,11 +359,11 @@ def test_base_claim_reads_the_bases_from_rows(sweeps, tmp_path):
 
 
 def test_checkpoint_claims_find_seed_suffixed_and_old_dirs(sweeps, tmp_path):
-    ev = _measure(sweeps, tmp_path, trained.rope_vs_learned)
+    ev = _measure(sweeps, tmp_path, trained_compare.rope_vs_learned)
     n = ev.numbers
     assert n["params_rope"] == 0 and n["params_learned"] == 32  # encoding.* of the checkpoints
     assert n["ratio_rope_learned"] == pytest.approx(5 / 6) and n["ratio_rope_learned_n"] == 3
-    assert trained.rope_vs_learned_rule(n)[0] == S
+    assert trained_compare.rope_vs_learned_rule(n)[0] == S
     ev = _measure(sweeps, tmp_path, trained.learned_freq)
     # max |theta_i / init - 1| per seed: 0.01, 0.02, 0.03 -> mean 0.02 over 3 seeds
     assert ev.numbers["max_rel"] == pytest.approx(0.02) and ev.numbers["max_rel_n"] == 3
@@ -372,11 +372,11 @@ def test_checkpoint_claims_find_seed_suffixed_and_old_dirs(sweeps, tmp_path):
 
 
 def test_linear_claim_pairs_five_seeds(sweeps, tmp_path):
-    ev = _measure(sweeps, tmp_path, trained.linear)
+    ev = _measure(sweeps, tmp_path, trained_compare.linear)
     n = ev.numbers
     assert n["d_linear_rope_nope"] == pytest.approx(-2.0 * 1.04) and n["d_linear_rope_nope_n"] == 5
     assert n["loss_drop_linear_rope"] == pytest.approx(0.4) and ev.n == 5
-    assert trained.linear_rule(n)[0] == S and (tmp_path / ev.plot).exists()
+    assert trained_compare.linear_rule(n)[0] == S and (tmp_path / ev.plot).exists()
 
 
 def test_locality_over_seeded_checkpoints(sweeps, tmp_path):

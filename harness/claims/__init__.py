@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from harness.claims import costs, maths, trained
+from harness.claims import costs, maths, trained, trained_compare
 from harness.claims.table import Claim, write
 
 CLAIM = "python -m harness.claims --only"
@@ -32,12 +32,12 @@ CLAIMS = [
     Claim(6, "Base 10000 is best for short and long text, 100 is poor, 100000 is worse at extrapolation.",
           "004 §4.1.1, §5.3.4", f"make sweep SWEEP=base_ablation && {CLAIM} 6", trained.bases, trained.bases_rule),
     Claim(7, "RoPE degrades slightly at 2x the train length, noticeably at 4x, badly at 8x.", "004 §4.2.3",
-          f"{SWEEP_DEFAULT}{CLAIM} 7", trained.rope_lengths, trained.rope_lengths_rule),
+          f"{SWEEP_DEFAULT}{CLAIM} 7", trained_compare.rope_lengths, trained_compare.rope_lengths_rule),
     Claim(8, "Learned absolute PE cannot extrapolate, sinusoidal only slightly; ALiBi and T5 extrapolate.",
-          "003; 004 §4.1.3, §4.3", f"{SWEEP_DEFAULT}{CLAIM} 8", trained.absolute_vs_bias,
-          trained.absolute_vs_bias_rule),
+          "003; 004 §4.1.3, §4.3", f"{SWEEP_DEFAULT}{CLAIM} 8", trained_compare.absolute_vs_bias,
+          trained_compare.absolute_vs_bias_rule),
     Claim(9, "RoPE works in linear attention with RoPE in the numerator only.", "004 §4.4",
-          f"make sweep SWEEP=claims && {SWEEP_DEFAULT}{CLAIM} 9", trained.linear, trained.linear_rule),
+          f"make sweep SWEEP=claims && {SWEEP_DEFAULT}{CLAIM} 9", trained_compare.linear, trained_compare.linear_rule),
     Claim(10, "FP16 RoPE loses precision; computing the phase in FP32 fixes it.", "004 §4.2.1, §5.2.1",
           f"{CLAIM} 10", costs.fp16, costs.fp16_rule),
     Claim(11, "A precomputed cos/sin cache costs O(L d) memory vs O(d) on the fly, which is slower.",
@@ -49,7 +49,7 @@ CLAIMS = [
     Claim(14, "Sinusoidal PE inner products decay with distance.", "003 (远程衰减)", f"{CLAIM} 14",
           maths.sinusoidal_decay, maths.decay_rule),
     Claim(15, "RoPE matches learned PE at in-distribution lengths with zero parameters.", "004 §4.1.3",
-          f"{SWEEP_DEFAULT}{CLAIM} 15", trained.rope_vs_learned, trained.rope_vs_learned_rule),
+          f"{SWEEP_DEFAULT}{CLAIM} 15", trained_compare.rope_vs_learned, trained_compare.rope_vs_learned_rule),
 ]
 
 

@@ -1,0 +1,71 @@
+"""Labels of the report's rows. A *variant* is the encoding name, plus the params that differ between runs
+of that encoding (e.g. `rope base=100`), plus `+<extension>` for RoPE eval-time extension rows, plus the
+model, train steps, train length or task when the results hold several; the seed is never part of it."""
+import json
+
+import numpy as np
+import pandas as pd
+
+from harness.measure.precision_model import PARAM_KEYS
+
+EXTENSION_KEYS = ("extension", "factor", "rope_type", "scaling", "finetune_steps", "finetune_len",
+                  "finetune_status", "nan_reason")
+MEASUREMENT_KEYS = ("world_size", "pos_lo", "pos_hi")  # how/where a row was measured: never part of a label
+
+
+def train_steps(df: pd.DataFrame) -> pd.Series:
+    """Per row: the value of its run's `train_steps` row (NaN for a run without one). A run is keyed by
+    more than its run_id, so that two sweeps that reuse run ids (same overrides) stay apart."""
+    key = ["sweep", "run_id", "model", "seed"]
+    steps = df[df.metric == "train_steps"].groupby(key, dropna=False)["value"].max().rename("_steps")
+    return df[key].join(steps, on=key)["_steps"].astype(float)
+
+
+def variants(df: pd.DataFrame, drop=()) -> pd.Series:
+    """A readable label per row (see module docstring); drop: parts left out ("model", "steps",
+    "train_len", "task")."""
+    # work on the distinct (encoding, params) pairs: a few dozen, where the rows are thousands
+    pairs = df[["encoding", "params"]].drop_duplicates()
+    parsed = {p: json.loads(p) for p in pairs.params.unique()}
+    skip = EXTENSION_KEYS + PARAM_KEYS + MEASUREMENT_KEYS
+    own = {p: {k: v for k, v in q.items() if k not in skip} for p, q in parsed.items()}
+    core = {}
+    for enc, g in pairs.groupby("encoding"):
+        keys = sorted({k for p in g.params for k in own[p]})
+        varying = [k for k in keys if len({json.dumps(own[p].get(k), sort_keys=True) for p in g.params}) > 1]
+        for p in g.params:
+            core[(enc, p)] = " ".join([str(enc)] + [f"{k}={own[p].get(k)}" for k in varying])
+    label = pd.Series([core[k] for k in zip(df["encoding"], df["params"])], index=df.index, dtype=object)
+    steps = train_steps(df)
+    parts = (("model", df["model"].astype(str)),
+             ("steps", steps.map(lambda s: "?" if np.isnan(s) else f"{s:.0f}")),
+             ("train_len", df["train_len"].astype(str)), ("task", df["task"].astype(str)))
+    for name, col in parts:
+        if name not in drop and col.nunique() > 1:
+            label = label + " " + name + "=" + col
+    ext = {p: ("+" + q["extension"] + (f" ft{q['finetune_len']}" if "finetune_len" in q else ""))
+           if "extension" in q else "" for p, q in parsed.items()}
+    return label + df["params"].map(ext)
+
+
+def prepare(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows plus the report's columns: variant (full label), short (without model/steps/train_len/task:
+    the label inside one comparison group), pair (without model/steps: matches a variant across budgets),
+    steps, budget, group (task + budget + train length: the variants that are paired), ext (an eval-time
+    extension row), rel (eval_len / train_len)."""
+    df = df.copy()
+    df["variant"] = variants(df)
+    df["short"] = variants(df, drop=("model", "steps", "train_len", "task"))
+    df["pair"] = variants(df, drop=("model", "steps"))
+    df["steps"] = train_steps(df)
+    steps = df.steps.map(lambda s: "?" if np.isnan(s) else f"{s:.0f}")
+    df["budget"] = "model=" + df.model.astype(str) + " steps=" + steps
+    df["ext"] = df["params"].str.contains('"extension"')
+    df["rel"] = df["eval_len"].astype(float) / df["train_len"].astype(float)
+    group = "Task `" + df.task.astype(str) + "`"
+    if df.budget.nunique() > 1:
+        group = group + ", " + df.budget
+    if df.train_len.nunique() > 1:
+        group = group + ", train_len=" + df.train_len.astype(str)
+    df["group"] = group
+    return df
