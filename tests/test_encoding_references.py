@@ -185,3 +185,33 @@ def test_rope_rf_identity_of_notes_000_section_4_5():
         z = (zq * zk.conj() * torch.polar(torch.ones_like(theta), (m - n) * (1 - alpha) * theta)).sum()
         rhs = math.cos((m - n) * phi) * z.real.item() - math.sin((m - n) * phi) * z.imag.item()
         assert a_star == pytest.approx(rhs, rel=1e-9, abs=1e-9)
+
+
+def kerple_authors_init(variant, n_heads):
+    # chijames/KERPLE at 25be3d712e96a3353b374f1f8e36b97d86f97ffa, megatron/mpu/layers.py:
+    # get_parameter(scale, 'uniform') = torch.rand(num_heads)[:, None, None] * scale (on the GPU there, here on
+    # the CPU). ParallelKerpleLog: bias_p = get_parameter(2, ...), then bias_a = get_parameter(1, ...), bias
+    # -bias_p * log(1 + bias_a |m - n|). ParallelKerplePower, pos_emb 'kerple_power_ap_' (train.sh): bias_arg
+    # 'ap' so bias_p = get_parameter(2, ...), then bias_a = get_parameter(1, ...), bias -bias_a |m - n|^bias_p.
+    bias_p = torch.rand(n_heads)[:, None, None] * 2
+    bias_a = torch.rand(n_heads)[:, None, None] * 1
+    # (scale, shape): ours call the scale r1 in both; the shape is r2 (log: a, power: p)
+    return (bias_p.flatten(), bias_a.flatten()) if variant == "kerple_log" else (bias_a.flatten(), bias_p.flatten())
+
+
+@pytest.mark.parametrize("name,r1_high,r2_high", [("kerple_log", 2.0, 1.0), ("kerple_power", 1.0, 2.0)])
+def test_kerple_init_is_the_authors(name, r1_high, r2_high):
+    # r1_high, r2_high: the bounds of the authors' uniform inits (kerple_authors_init above)
+    for seed in (0, 1, 7):
+        torch.manual_seed(seed)
+        want_r1, want_r2 = kerple_authors_init(name, 64)
+        torch.manual_seed(seed)
+        enc = build(name, n_heads=64)
+        assert torch.equal(enc.r1.data, want_r1) and torch.equal(enc.r2.data, want_r2)
+    torch.manual_seed(0)
+    enc = build(name, n_heads=4096)
+    for p, high in ((enc.r1, r1_high), (enc.r2, r2_high)):
+        # U(0, high) over 4096 heads: min, max within 0.5% of the ends (a miss has probability 2e-9 each), mean
+        # high/2 within 4 standard errors (high / sqrt(12 * 4096) each)
+        assert 0 <= p.min() < 0.005 * high and 0.995 * high < p.max() < high
+        assert abs(p.mean().item() - high / 2) < 4 * high / math.sqrt(12 * 4096)

@@ -8,14 +8,19 @@ EPS = 1e-2  # the paper's code clamps its parameters into their valid ranges
 
 
 class KerplePower(Encoding):
-    """Learnable per-head r1 (scale) and r2 (power), initialised uniform in (0, 2) and (0, 2)."""
+    """Learnable per-head r1 (scale) and r2 (power), initialised uniform in (0, 1) and (0, 2).
+
+    As the authors' code (chijames/KERPLE, megatron/mpu/layers.py, ParallelKerplePower, the
+    'kerple_power_ap_' variant of train.sh): bias_p = rand * 2 drawn first, then bias_a = rand * 1."""
 
     relative = True
 
     def __init__(self, *, n_heads):
         super().__init__()
-        self.r1 = nn.Parameter(torch.rand(n_heads) * 2)
-        self.r2 = nn.Parameter(torch.rand(n_heads) * 2)
+        power = torch.rand(n_heads) * 2  # the authors' bias_p, drawn first
+        scale = torch.rand(n_heads)  # the authors' bias_a
+        self.r1 = nn.Parameter(scale)
+        self.r2 = nn.Parameter(power)
 
     def bias(self, q, q_pos, k_pos):
         dist = (q_pos[:, None] - k_pos[None, :]).abs().to(self.r1.dtype)  # (Tq, Tk)
