@@ -32,7 +32,7 @@ def _positive(section, obj, keys):
 
 @dataclass
 class ModelConfig:
-    """Transformer size; head_dim None means d_model // n_heads."""
+    """Transformer size; head_dim None in YAML means d_model // n_heads, resolved here once."""
 
     name: str = "tiny"
     n_layers: int = 2
@@ -48,6 +48,9 @@ class ModelConfig:
         if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"model.d_model {self.d_model} is not divisible by n_heads {self.n_heads}; "
                              f"set model.head_dim explicitly")
+        if self.head_dim is None:
+            self.head_dim = self.d_model // self.n_heads
+        _positive("model", self, ("head_dim",))
 
 
 @dataclass

@@ -116,8 +116,7 @@ def evaluate(run_dir, tasks, *, lens=None, device=None, batch_size=None, limit=N
     run_id = status.get("run_id") or run_dir.name
     measured = rows_for_model(model, cfg, tasks, device=device, batch_size=batch_size, lens=lens, limit=limit,
                               rope_type=rope_type, factor=factor, progress=progress)
-    head_dim = cfg.model.head_dim or cfg.model.d_model // cfg.model.n_heads
-    new = results.complete(measured, results.base_row(cfg, run_id, head_dim), status.get("steps", cfg.train.steps))
+    new = results.complete(measured, results.base_row(cfg, run_id), status.get("steps", cfg.train.steps))
     _merge(run_dir, new)
     wcfg = dataclasses.replace(cfg.wandb, mode=wandb_mode) if wandb_mode else cfg.wandb
     err = wandb_sink.log(run_dir, wcfg, to_dict(cfg), run_id, cfg.sweep, new, [], {"status": "ok"})

@@ -12,13 +12,26 @@ ATTENTIONS = ("softmax", "linear")
 VOCAB_SIZE = 256  # byte-level
 
 
+def causal_mask(T, device=None):
+    """(T, T) bool, True where key j <= query i: the pairs causal attention may use."""
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+
+
+def attention_logits(q, k, bias):
+    """Pre-softmax scores q k^T / sqrt(D) + bias, in q's dtype, with -inf where j > i: what SDPA forms
+    inside from softmax_attention's arguments. q, k (B, H, T, D); bias (H|B,H, T, T) or None -> (B, H, T, T).
+    Used wherever the harness needs the logits themselves (precision study, claims, tests)."""
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if bias is not None:
+        s = s + bias.to(s.dtype)  # added in the activations dtype, as softmax_attention adds it
+    return s.masked_fill(~causal_mask(q.shape[-2], q.device), float("-inf"))
+
+
 def softmax_attention(q, k, v, bias):
     """Causal SDPA. q, k, v (B, H, T, D); bias (H|B,H, T, T) or None. No mask tensor at all without a bias."""
     if bias is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    T = q.shape[-2]
-    causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
-    mask = bias.to(q.dtype).masked_fill(~causal, float("-inf"))
+    mask = bias.to(q.dtype).masked_fill(~causal_mask(q.shape[-2], q.device), float("-inf"))
     # a 4-D (B, H, T, T) view: SDPA on CPU takes its fused kernel for it, but falls back to the unfused
     # math path for a 3-D (H, T, T) mask (4x slower at B 8, H 4, T 1024, one thread; no copy is made)
     mask = mask.expand(q.shape[0], *mask.shape[-3:]) if mask.dim() == 3 else mask
@@ -47,7 +60,7 @@ def linear_attention_quadratic(q, k, v, encoding, pos, eps=1e-6):
     """The same as linear_attention, written with the explicit masked T x T matrix (a test oracle)."""
     fq, fk = _feature(q), _feature(k)
     rq, rk = encoding.rotate(fq, fk, pos)
-    causal = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool, device=q.device).tril()
+    causal = causal_mask(q.shape[-2], q.device)
     num = (rq @ rk.transpose(-1, -2)).masked_fill(~causal, 0) @ v
     den = (fq @ fk.transpose(-1, -2)).masked_fill(~causal, 0).sum(-1, keepdim=True)
     return num / (den + eps)
@@ -65,15 +78,31 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d_model, mlp_ratio * d_model, bias=False), nn.GELU(),
                                  nn.Linear(mlp_ratio * d_model, d_model, bias=False))
 
-    def forward(self, x, encoding, pos):
+    def heads(self, x):
+        """x (B, T, C) block input -> q, k, v, each (B, H, T, D), before any encoding acts."""
         B, T, _ = x.shape
         qkv = self.qkv(self.ln1(x)).view(B, T, 3, self.n_heads, self.head_dim)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, T, D)
+        return qkv.permute(2, 0, 3, 1, 4)
+
+    def encoded(self, x, encoding, pos):
+        """The softmax path's inputs: rotated q, k, then v and the encoding's bias (or None)."""
+        q, k, v = self.heads(x)
+        q, k = encoding.rotate(q, k, pos)
+        return q, k, v, encoding.bias(q, pos, pos)
+
+    def logits(self, x, encoding, pos):
+        """(B, H, T, T) pre-softmax attention scores of this block for input x, -inf above the diagonal."""
+        if self.attention != "softmax":
+            raise ValueError(f"attention logits need attention 'softmax', got {self.attention!r}")
+        q, k, _, bias = self.encoded(x, encoding, pos)
+        return attention_logits(q, k, bias)
+
+    def forward(self, x, encoding, pos):
+        B, T, _ = x.shape
         if self.attention == "linear":
-            y = linear_attention(q, k, v, encoding, pos)
+            y = linear_attention(*self.heads(x), encoding, pos)
         else:
-            q, k = encoding.rotate(q, k, pos)
-            y = softmax_attention(q, k, v, encoding.bias(q, pos, pos))
+            y = softmax_attention(*self.encoded(x, encoding, pos))
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, -1))
         return x + self.mlp(self.ln2(x))
 
@@ -89,7 +118,7 @@ class Transformer(nn.Module):
         if attention == "linear" and encoding.has_bias:
             raise ValueError(f"encoding {encoding.name!r} adds an attention-score bias, which linear "
                              f"attention cannot take; use attention=softmax or a bias-free encoding")
-        head_dim = head_dim or d_model // n_heads
+        head_dim = head_dim or d_model // n_heads  # direct construction; from_config passes it resolved
         self.encoding = encoding
         self.tok = nn.Embedding(vocab_size, d_model)
         self.blocks = nn.ModuleList(Block(d_model, n_heads, head_dim, attention, mlp_ratio)
@@ -119,10 +148,9 @@ class Transformer(nn.Module):
 
 def from_config(model_cfg, encoding):
     """Transformer from a ModelConfig and an encoding dict {name, **params}."""
-    head_dim = model_cfg.head_dim or model_cfg.d_model // model_cfg.n_heads
     params = {k: v for k, v in encoding.items() if k != "name"}
     enc = encodings.build(encoding["name"], d_model=model_cfg.d_model, n_heads=model_cfg.n_heads,
-                          head_dim=head_dim, **params)
+                          head_dim=model_cfg.head_dim, **params)
     return Transformer(encoding=enc, n_layers=model_cfg.n_layers, d_model=model_cfg.d_model,
-                       n_heads=model_cfg.n_heads, head_dim=head_dim, attention=model_cfg.attention,
+                       n_heads=model_cfg.n_heads, head_dim=model_cfg.head_dim, attention=model_cfg.attention,
                        mlp_ratio=model_cfg.mlp_ratio)

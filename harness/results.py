@@ -94,12 +94,12 @@ def git_sha():
         return "unknown"
 
 
-def base_row(cfg, run_id, head_dim):
+def base_row(cfg, run_id):
     """The columns every row of this run shares."""
     from harness.config import encoding_params
     return dict(run_id=run_id, sweep=cfg.sweep, encoding=cfg.encoding["name"], params=encoding_params(cfg),
                 model=cfg.model.name, d_model=cfg.model.d_model, n_layers=cfg.model.n_layers,
-                n_heads=cfg.model.n_heads, head_dim=head_dim, task=cfg.task.name, train_len=cfg.train.seq_len,
+                n_heads=cfg.model.n_heads, head_dim=cfg.model.head_dim, task=cfg.task.name, train_len=cfg.train.seq_len,
                 dtype="float32", device=cfg.device, seed=cfg.seed, torch=torch.__version__,
                 harness_version=harness.__version__,
                 git_sha=git_sha(), time=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))

@@ -75,7 +75,6 @@ def run(cfg: Config, run_dir, run_id=None, progress=True):
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
     config_dict = to_dict(cfg)
-    head_dim = cfg.model.head_dim or cfg.model.d_model // cfg.model.n_heads
     try:
         task = tasks.build(cfg.task, cfg.seed)
         net = model_lib.from_config(cfg.model, cfg.encoding).to(device)
@@ -107,7 +106,7 @@ def run(cfg: Config, run_dir, run_id=None, progress=True):
         status.update(status="failed", message=f"{type(e).__name__}: {e}",
                       traceback=traceback.format_exc(limit=8))
     status["wall_s"] = round(time.perf_counter() - t_start, 3)
-    df = results.complete(_steps(rows), results.base_row(cfg, run_id, head_dim), fit.steps)
+    df = results.complete(_steps(rows), results.base_row(cfg, run_id), fit.steps)
     results.write_rows(run_dir, df)
     results.write_json(run_dir / results.STATUS, status)
     err = wandb_sink.log(run_dir, cfg.wandb, config_dict, run_id, cfg.sweep, df, fit.log, status)

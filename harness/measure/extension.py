@@ -44,11 +44,10 @@ def scaling(rope_type, factor, ext_cfg, train_len):
 
 def extended(model, model_cfg, encoding_dict, rope_type, scale):
     """A shallow copy of model whose shared encoding is rebuilt with rope_type and scaling."""
-    head_dim = model_cfg.head_dim or model_cfg.d_model // model_cfg.n_heads
     params = {k: v for k, v in encoding_dict.items() if k != "name"}
     params.update(rope_type=rope_type, scaling=scale)
     enc = encodings.build(encoding_dict["name"], d_model=model_cfg.d_model, n_heads=model_cfg.n_heads,
-                          head_dim=head_dim, **params)
+                          head_dim=model_cfg.head_dim, **params)
     enc.load_state_dict(model.encoding.state_dict())
     out = copy.copy(model)  # shares the trained blocks; only the encoding attribute differs
     out._modules = dict(model._modules, encoding=enc.to(next(model.parameters()).device))

@@ -17,8 +17,8 @@ Metrics (eval_len is the metric's x-axis):
   property; absolute encodings (learned, sinusoidal) are not shift invariant even in fp32 (see the fp32 rows).
 - anchor_d_logit (eval_len = sequence length T; Eq. 5 as we read it): the same mean |.| on the
   pre-softmax attention logits S = q.k / sqrt(D) + bias, positions p + 0 against p + D2, vs T.
-Attention is recomputed from each block's qkv output with the model's own encoding hooks (a forward hook;
-the model is not changed), scores in the activations' dtype as the model computes them, softmax in fp32.
+Attention logits are each block's own (Block.logits, on the input its forward receives: a forward pre-hook;
+the model is not changed), in the activations' dtype as the model computes them, softmax in fp32.
 A length or shift the encoding cannot represent (its own ValueError) gives NaN rows with the reason.
 """
 import contextlib
@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.measure.precision_bias import PROTOCOLS
+from harness.model import causal_mask
 from harness.measure.precision_pipelines import DTYPES, windows as log_windows
 
 LOW_DTYPES = ("fp32", "bf16", "fp16")
@@ -113,25 +114,12 @@ def gap_rows(model, task, lens, variants_, *, max_tokens, device):
 def _scores(model, ctx, x, pos):
     """Pre-softmax attention logits per layer, each (B, H, T, T) in fp32 with -inf above the diagonal."""
     out, hooks = [], []
-    T = x.shape[1]
-    causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
 
-    def hook(block):
-        def fn(_module, _inp, qkv):  # recompute the block's attention logits from its own q, k
-            B = qkv.shape[0]
-            q, k, _ = qkv.view(B, T, 3, block.n_heads, block.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, T, D)
-            q, k = model.encoding.rotate(q, k, pos)
-            s = q @ k.transpose(-1, -2) / math.sqrt(block.head_dim)  # (B, H, T, T) in the activations dtype
-            bias = model.encoding.bias(q, pos, pos)
-            if bias is not None:
-                s = s + bias.to(s.dtype)
-            out.append(s.float().masked_fill(~causal, -math.inf))
-        return fn
+    def hook(block, args):  # the block's own logits (Block.logits) from the input the forward gives it
+        out.append(block.logits(*args).float())
 
     for block in model.blocks:
-        if block.attention != "softmax":
-            raise ValueError(f"anchor_d needs softmax attention; this model uses {block.attention!r}")
-        hooks.append(block.qkv.register_forward_hook(hook(block)))
+        hooks.append(block.register_forward_pre_hook(hook))
     try:
         with torch.no_grad(), ctx():
             model(x, pos)
@@ -156,7 +144,7 @@ def anchor_rows(model, task, train_len, lens, variants_, *, shifts, anchor_shift
             for g in grid:
                 T, shift = (T_fixed, g) if metric == "anchor_d" else (g, 0)
                 x, _, _, pos = _batch(task, T, n_windows * T, device)
-                causal = torch.ones(T, T, dtype=torch.bool, device=device).tril()
+                causal = causal_mask(T, device)
                 ids = dict(eval_len=g, protocol=protocol, dtype=dt, anchor_shift=anchor_shift, seq_len=T,
                            shift=shift)
                 try:
