@@ -2,12 +2,11 @@
 and the sinusoidal table's properties (reference notes 000-004). Every measure returns
 Evidence; every rule turns its numbers into a verdict by the thresholds in its docstring."""
 import math
-import time
 
 import pandas as pd
 import torch
 
-from harness import encodings
+from harness import encodings, timing
 from harness.claims.table import Evidence, by_parts, fmt, missing, plot, verdict
 from harness.encodings.sinusoidal import table as sin_table
 from harness.rope import decay_curve, frequencies
@@ -20,16 +19,9 @@ def _spearman(xs, ys):
 
 
 def time_s(fn, repeats=9, inner=5):
-    """Lower quintile over repeats of the mean wall time of `inner` calls (after one warm-up call): on shared
-    cores the fast repeats are the undisturbed ones (as harness.measure.kernels compares lower quintiles)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        times.append((time.perf_counter() - t) / inner)
-    return sorted(times)[len(times) // 5]
+    """Seconds per call: the lower quintile over repeats of the mean of `inner` calls, after one warm-up
+    call (harness.timing: ratios of two such times are what the claims report)."""
+    return timing.lower_quintile(timing.seconds_per_call(fn, repeats=repeats, inner=inner, warmup=1))
 
 
 def slope(xs, ys):

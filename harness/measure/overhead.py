@@ -8,13 +8,11 @@ t(encoding) / t(nope) - 1. Runs anywhere the model runs; the GPU figure is the o
   python -m harness.measure.overhead --device cuda --layers 8 --d-model 1024 --heads 16 --seq-len 2048 --batch 8
 """
 import argparse
-import statistics
-import time
-from types import SimpleNamespace
 
 import torch
 
-from harness import encodings, train
+from harness import encodings, timing, train
+from harness.config import TrainConfig
 from harness.model import Transformer
 
 # (label, encoding name, params): rope with the model's default impl (auto -> fused kernel) and with
@@ -22,17 +20,12 @@ from harness.model import Transformer
 VARIANTS = [("nope", "nope", {}), ("rope", "rope", {}), ("rope_eager", "rope", {"impl": "eager"})]
 
 
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
 def step_fn(name, params, a, device):
     """A zero-argument training step of a fresh model with encoding `name`."""
     torch.manual_seed(0)
     enc = encodings.build(name, d_model=a.d_model, n_heads=a.heads, head_dim=a.d_model // a.heads, **params)
     model = Transformer(encoding=enc, n_layers=a.layers, d_model=a.d_model, n_heads=a.heads).to(device)
-    cfg = SimpleNamespace(lr=3e-4, weight_decay=0.1, grad_clip=1.0)
+    cfg = TrainConfig(lr=3e-4, weight_decay=0.1, grad_clip=1.0)
     opt = train.optimizer(model, cfg)
     x = torch.randint(0, 256, (a.batch, a.seq_len), generator=torch.Generator().manual_seed(0))
     batch = (x, torch.roll(x, -1, 1), None, None)
@@ -48,18 +41,12 @@ def measure(a):
     device = torch.device(a.device)
     fns = {label: step_fn(name, params, a, device) for label, name, params in VARIANTS}
     for fn in fns.values():  # warm-up: kernels compiled/loaded, allocator settled
-        for _ in range(a.warmup):
-            fn()
+        timing.seconds_per_call(fn, repeats=0, warmup=a.warmup, device=device)
     times = {label: [] for label in fns}
-    for _ in range(a.rounds):
+    for _ in range(a.rounds):  # one timing per encoding per round: drift hits them all alike
         for label, fn in fns.items():
-            _sync(device)
-            t0 = time.perf_counter()
-            for _ in range(a.steps):
-                fn()
-            _sync(device)
-            times[label].append((time.perf_counter() - t0) / a.steps)
-    med = {label: statistics.median(t) for label, t in times.items()}
+            times[label] += timing.seconds_per_call(fn, repeats=1, inner=a.steps, warmup=0, device=device)
+    med = {label: timing.median(t) for label, t in times.items()}
     return {label: dict(step_s=med[label], tokens_per_s=a.batch * a.seq_len / med[label],
                         overhead_vs_nope=med[label] / med["nope"] - 1, spread=(min(t), max(t)))
             for label, t in times.items()}

@@ -1,34 +1,12 @@
-"""Throughput (DESIGN.md §5): tokens/s over timed steps after warm-up, median of repeats.
+"""Throughput: tokens/s over timed steps after warm-up, the median of repeats (harness.timing).
 
 Train = fwd + bwd + optimizer step on a copy of the model (the trained weights are not touched);
 eval = fwd under no_grad. Inputs are random bytes: the cost does not depend on the content."""
 import copy
-import statistics
-import time
 
 import torch
 
-from harness import train
-
-
-def _sync(device):
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def _timed(fn, device, warmup, repeats, steps):
-    """Median seconds per call of fn over `repeats` timings of `steps` calls, after `warmup` calls."""
-    for _ in range(warmup):
-        fn()
-    _sync(device)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            fn()
-        _sync(device)
-        times.append((time.perf_counter() - t0) / steps)
-    return statistics.median(times)
+from harness import timing, train
 
 
 def train_tokens_per_s(model, train_cfg, device, *, warmup=2, repeats=5, steps=2):
@@ -38,7 +16,8 @@ def train_tokens_per_s(model, train_cfg, device, *, warmup=2, repeats=5, steps=2
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, 256, (train_cfg.batch_size, train_cfg.seq_len), generator=g)
     batch = (x, torch.roll(x, -1, 1), None, None)
-    sec = _timed(lambda: train.step(m, opt, batch, train_cfg, device), device, warmup, repeats, steps)
+    sec = timing.median(timing.seconds_per_call(lambda: train.step(m, opt, batch, train_cfg, device),
+                                                repeats=repeats, inner=steps, warmup=warmup, device=device))
     return x.numel() / sec
 
 
@@ -47,5 +26,6 @@ def eval_tokens_per_s(model, seq_len, batch_size, device, *, warmup=2, repeats=5
     x = torch.randint(0, 256, (batch_size, seq_len), generator=torch.Generator().manual_seed(0)).to(device)
     model.eval()
     with torch.no_grad():
-        sec = _timed(lambda: model(x), device, warmup, repeats, steps)
+        sec = timing.median(timing.seconds_per_call(lambda: model(x), repeats=repeats, inner=steps, warmup=warmup,
+                                                    device=device))
     return x.numel() / sec
