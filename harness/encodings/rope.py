@@ -5,7 +5,7 @@ import torch
 from harness.encodings._base import Encoding
 from harness.rope import LAYOUTS, frequencies, rotary_table
 from harness.rope.frequencies import SEQ_LEN_TYPES
-from harness.rope.fused import apply_rotary_qk
+from harness.rope.apply import apply_rotary_qk
 
 
 class Rope(Encoding):

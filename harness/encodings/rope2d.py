@@ -4,7 +4,7 @@ import torch
 
 from harness.encodings._base import Encoding
 from harness.rope import LAYOUTS, frequencies, rotary_table
-from harness.rope.fused import apply_rotary_qk
+from harness.rope.apply import apply_rotary_qk
 
 
 class Rope2D(Encoding):

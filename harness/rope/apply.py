@@ -1,93 +1,117 @@
-"""Applying the rotation: cos/sin tables and interchangeable implementations.
+"""Choosing and calling a rotary implementation by name: IMPLS, `auto`, apply_rotary, apply_rotary_qk.
 
-Shapes: x (..., T, D); cos, sin (T, R/2) or broadcastable to x[..., :R/2], with rotary dim R <= D
-(partial rotary: the last D - R features pass through untouched). Pair j is (2j, 2j+1) in the
-`interleaved` layout (RoFormer, reference-notes 001) and (j, j + R/2) in the `half` layout (GPT-NeoX/HF).
-Every implementation rotates pair j by the angle whose cos/sin are given; they must agree.
+Names: the plain-PyTorch formulas (harness/rope/rotation.py: reference, eager, complex), torch.compile
+of eager (`compiled`), the fused kernels (`cpu`, `triton`, harness/rope/fused.py) and `fastest`, which
+`auto` means: per call, the implementation `make bench` measured fastest on x's device (`pick`).
+Kernel modules are imported at first call only (importing harness compiles nothing, imports no triton).
+
+Where the C kernel cannot be built or loaded (no compiler, macOS without OpenMP, not x86), `auto` on
+CPU falls back to FALLBACK, says so once per process on stderr, and rows record the name that ran
+(`resolved_params`); asking for impl='cpu' there fails with the reason and the valid choices.
 """
+import importlib
+import importlib.util
+import sys
+
 import torch
 
-LAYOUTS = ("half", "interleaved")
-FP16_MAX = 65504.0
+from harness.rope.fused import BACKENDS, rotate
+from harness.rope.rotation import FORMULAS, LAYOUTS, rotary_table  # noqa: F401  (rotary_table, LAYOUTS: re-exported)
+
+# The fastest PyTorch path on CPU without the C kernel: eager beat complex in 6 of the 8 prefill cases
+# fp32/bf16 x half/interleaved x fwd/bwd (kernel_bench.measure, 1 thread, 2-core x86; complex won only
+# interleaved fwd), and fp32 half fwd R 0.21 vs 0.19 in results/baselines/kernels-cpu.json.
+# `compiled` is no candidate: inductor needs a C++ compiler on CPU, which is what is usually missing here.
+FALLBACK = "eager"
+AUTO = ("auto", "fastest")
+_TOLD = []  # the fallback line is printed once per process
 
 
-def rotary_table(inv_freq, pos, attention_factor=1.0, dtype=torch.float32):
-    """cos, sin of the phase pos * inv_freq, shape pos.shape + (R/2,); phase computed in inv_freq's dtype."""
-    if pos.dtype == torch.float16 and pos.numel() and float(pos.max()) >= FP16_MAX:
-        raise ValueError(f"positions up to {float(pos.max()):.0f} cannot be held in float16 (largest finite "
-                         f"value {FP16_MAX:.0f}); pass int64 or float32 positions")
-    phase = pos.to(inv_freq.dtype)[..., None] * inv_freq  # (..., T, R/2)
-    return (phase.cos() * attention_factor).to(dtype), (phase.sin() * attention_factor).to(dtype)
+def _kernel(name):
+    def impl(x, cos, sin, layout="half"):
+        _require(name)
+        return rotate(name, (x,), cos, sin, layout)[0]
+    impl.__name__ = impl.__qualname__ = name
+    impl.__doc__ = f"The fused `{name}` kernel (harness/rope/{BACKENDS[name].rsplit('.', 1)[1]}.py), loaded at first call."
+    return impl
 
 
-def _check(x, cos, layout):
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown rope layout {layout!r}; expected one of {list(LAYOUTS)}")
-    r = 2 * cos.shape[-1]
-    if r > x.shape[-1]:
-        raise ValueError(f"rotary dim {r} exceeds head dim {x.shape[-1]}")
-    return r
+def _compiled(x, cos, sin, layout="half"):
+    """torch.compile of the eager formula (harness/rope/compiled.py), compiled at first call."""
+    return importlib.import_module("harness.rope.compiled").compiled(x, cos, sin, layout)
 
 
-def _pairs(x, r, layout):
-    """(a, b): the two members of each rotated pair, each (..., T, R/2)."""
-    if layout == "half":
-        return x[..., : r // 2], x[..., r // 2: r]
-    return x[..., 0:r:2], x[..., 1:r:2]
+def _fastest(x, cos, sin, layout="half"):
+    """Dispatch on x's device to the fastest measured implementation that works here (see `pick`)."""
+    return IMPLS[pick(x, cos, sin)](x, cos, sin, layout)
 
 
-def _unpairs(a, b, layout):
-    """Inverse of _pairs: (..., T, R/2) x 2 -> (..., T, R)."""
-    if layout == "half":
-        return torch.cat((a, b), dim=-1)
-    return torch.stack((a, b), dim=-1).flatten(-2)
+IMPLS = {**FORMULAS, "compiled": _compiled, "cpu": _kernel("cpu"), "triton": _kernel("triton"), "fastest": _fastest}
 
 
-def reference(x, cos, sin, layout="half"):
-    """The oracle: an explicit (R x R) rotation matrix per position, block-diagonal in pair order
-    (reference-notes 001, the matrix R^d_{Theta,m}), applied with a matmul."""
-    r = _check(x, cos, layout)
-    j = torch.arange(r // 2)
-    a, b = (j, j + r // 2) if layout == "half" else (2 * j, 2 * j + 1)
-    c, s = cos.to(x.dtype), sin.to(x.dtype)
-    m = torch.zeros(*cos.shape[:-1], r, r, dtype=x.dtype, device=x.device)  # (..., T, R, R)
-    m[..., a, a], m[..., a, b] = c, -s
-    m[..., b, a], m[..., b, b] = s, c
-    rot = (m @ x[..., :r, None])[..., 0]
-    return torch.cat((rot, x[..., r:]), dim=-1)
+def _cpu_reason():
+    """None where the C kernel builds and loads here, else why not (one line; tried once per process)."""
+    return importlib.import_module("harness.rope.cpu").unavailable()
 
 
-def eager(x, cos, sin, layout="half"):
-    """Rotate-half (HF) or the notes' elementwise interleaved formula: x*cos + rot90(x)*sin."""
-    r = _check(x, cos, layout)
-    a, b = _pairs(x, r, layout)
-    c, s = cos.to(x.dtype), sin.to(x.dtype)
-    rot = _unpairs(a * c - b * s, b * c + a * s, layout)
-    return torch.cat((rot, x[..., r:]), dim=-1) if r < x.shape[-1] else rot
+def _require(name):
+    """Fail in one line, with the choices, when an explicitly named kernel cannot run on this machine."""
+    reason = _cpu_reason() if name == "cpu" else None
+    if reason:
+        choices = ["auto", *(n for n in IMPLS if n != "cpu")]
+        raise RuntimeError(f"rope impl 'cpu' cannot run here: {reason}; valid choices here: {choices}")
 
 
-def complex_(x, cos, sin, layout="half"):
-    """Polar form (Meta's llama): pair j as a complex number times e^{i*phase}."""
-    r = _check(x, cos, layout)
-    a, b = _pairs(x, r, layout)
-    work = torch.float64 if x.dtype == torch.float64 else torch.float32
-    z = torch.complex(a.to(work), b.to(work)) * torch.complex(cos.to(work), sin.to(work))
-    rot = _unpairs(z.real, z.imag, layout).to(x.dtype)
-    return torch.cat((rot, x[..., r:]), dim=-1) if r < x.shape[-1] else rot
+def resolved(impl, device):
+    """The implementation `impl` runs as on `device`: `auto`/`fastest` resolved as `pick` resolves them for
+    a table without gradients; any other name is itself."""
+    if impl not in AUTO:
+        return impl
+    device = torch.device(device)
+    if device.type == "cpu":
+        reason = _cpu_reason()
+        if reason and not _TOLD:
+            _TOLD.append(reason)
+            print(f"harness.rope: impl='auto' uses {FALLBACK!r} on this CPU, not the C kernel 'cpu': {reason}",
+                  file=sys.stderr, flush=True)
+        return FALLBACK if reason else "cpu"
+    if device.type == "cuda" and importlib.util.find_spec("triton") is not None:
+        return "triton"
+    return "eager"
 
 
-IMPLS = {"reference": reference, "eager": eager, "complex": complex_}
-# Kernels (compiled, cpu, triton) register lazily: nothing is imported or compiled before first call.
-from harness.rope.fused import KERNELS  # noqa: E402  (fused.py imports only torch)
-IMPLS.update(KERNELS)
-# `auto` resolves to `fastest`, which picks per device what `make bench` measured fastest (fused.pick).
-AUTO_ORDER = ("fastest", "eager")
+def resolved_params(params, device):
+    """An encoding's parameters as a row records them: impl='auto' replaced by the name that ran on device."""
+    if params.get("impl") in AUTO:
+        return {**params, "impl": resolved(params["impl"], device)}
+    return params
+
+
+def pick(x, cos, sin):
+    """The fastest implementation for x's device, as measured by `make bench` (results/baselines):
+    on CPU the C/OpenMP kernel (R ~1.2 vs eager's ~0.2) where it builds, else FALLBACK; on CUDA triton
+    when importable; else eager."""
+    if cos.requires_grad or sin.requires_grad or cos.dim() > 2 and any(n != 1 for n in cos.shape[:-2]):
+        return "eager"  # outside what the fused kernels do
+    return resolved("auto", x.device)
 
 
 def apply_rotary(x, cos, sin, layout="half", impl="eager"):
     """Rotate x (..., T, D) by the table cos/sin (T, R/2) with the named implementation."""
-    if impl == "auto":
-        impl = next(name for name in AUTO_ORDER if name in IMPLS)
-    if impl not in IMPLS:
+    name = "fastest" if impl == "auto" else impl
+    if name not in IMPLS:
         raise ValueError(f"unknown rope impl {impl!r}; expected one of {['auto', *IMPLS]}")
-    return IMPLS[impl](x, cos, sin, layout)
+    return IMPLS[name](x, cos, sin, layout)
+
+
+def apply_rotary_qk(q, k, cos, sin, layout="half", *, impl="auto", inplace=False):
+    """Rotate q (B, Hq, T, D) and k (B, Hk, T, D) together (GQA: Hk may be 1); one launch on triton."""
+    name = pick(q, cos, sin) if impl in AUTO else impl
+    if name in BACKENDS:
+        _require(name)
+        return rotate(name, (q, k), cos, sin, layout, inplace=inplace)
+    if inplace:
+        raise ValueError(f"inplace=True needs a fused impl, one of {list(BACKENDS)}; got {impl!r}")
+    if name not in IMPLS:
+        raise ValueError(f"unknown rope impl {impl!r}; expected one of {['auto', *IMPLS]}")
+    return apply_rotary(q, cos, sin, layout, name), apply_rotary(k, cos, sin, layout, name)

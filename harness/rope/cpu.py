@@ -1,16 +1,21 @@
 """CPU fast path: one C/OpenMP pass over q (and k) that reads each element once and writes it once.
 
 Why C: the eager formula makes ~8 full-size temporaries (slices, products, cat), R ~0.07 of copy
-bandwidth on our 2-core CPU (issue 5); the complex form ~0.47, torch.compile ~0.2-0.33. A single
-streaming loop is bounded by the same memory traffic as `copy_`. Built with gcc at first use (about a
-second; no torch headers), cached under ~/.cache/harness (HARNESS_CACHE overrides), called through
-ctypes with raw pointers and strides, so any strided (B, H, T, D) view works without a copy.
+bandwidth on our 2-core CPU; the complex form ~0.47, torch.compile ~0.2-0.33. A single
+streaming loop is bounded by the same memory traffic as `copy_`. Built at first use (about a second;
+no torch headers) with gcc, or the compiler HARNESS_CC names, cached under ~/.cache/harness
+(HARNESS_CACHE overrides), called through ctypes with raw pointers and strides, so any strided
+(B, H, T, D) view works without a copy.
 fp32 math for fp32/bf16/fp16 I/O (bf16 rounds to nearest even like torch); fp64 in fp64 (gradcheck).
+Needs x86 (AVX intrinsics) and OpenMP: where it cannot be built or loaded (no compiler, macOS clang
+without -fopenmp, ARM), `unavailable()` says why in one line and impl='auto' falls back (apply.py).
 """
 import ctypes
 import hashlib
 import os
 import pathlib
+import platform
+import shlex
 import subprocess
 
 import torch
@@ -100,7 +105,12 @@ ROPE(rope_bf16, uint16_t, float, bf16_load, bf16_store)
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
 SYMBOLS = {torch.float32: "rope_f32", torch.float64: "rope_f64", torch.float16: "rope_f16",
            torch.bfloat16: "rope_bf16"}
-_LIB = []
+X86 = ("x86_64", "amd64", "i386", "i686")
+_LIB, _FAILED = [], []  # the loaded library, or the one-line reason it could not be had (never retried)
+
+
+class Unavailable(RuntimeError):
+    """The kernel cannot be built or loaded on this machine; the message is one line saying why."""
 
 
 def _machine_key():
@@ -112,26 +122,63 @@ def _machine_key():
         return ""
 
 
-def library():
-    """The compiled kernel library (built once per source x flags x CPU, then loaded from the cache)."""
-    if _LIB:
-        return _LIB[0]
-    key = hashlib.sha256("\n".join([SOURCE, *FLAGS, _machine_key()]).encode()).hexdigest()[:16]
+def _build(cc, so):
+    """Compile SOURCE into so with cc; raises Unavailable (one line; the compiler's output goes to a .log)."""
+    so.parent.mkdir(parents=True, exist_ok=True)
+    src, tmp, log = so.with_suffix(".c"), so.with_suffix(f".{os.getpid()}.tmp"), so.with_suffix(".log")
+    src.write_text(SOURCE)
+    try:
+        run = subprocess.run([*shlex.split(cc), *FLAGS, str(src), "-o", str(tmp)], capture_output=True, text=True)
+    except OSError as e:  # FileNotFoundError: no such compiler; PermissionError: not executable
+        raise Unavailable(f"C compiler {cc!r} cannot be run ({e.strerror}); set HARNESS_CC to one that can") from None
+    if run.returncode:
+        log.write_text(run.stderr)
+        first = next((line for line in run.stderr.splitlines() if "error" in line), run.stderr.strip()[:200])
+        raise Unavailable(f"{cc} {' '.join(FLAGS)} failed: {first.strip()} (full output: {log})")
+    os.replace(tmp, so)  # atomic: parallel first uses never load a half-written file
+
+
+def _load():
+    """Build (or find in the cache) and load the library; raises Unavailable."""
+    if platform.machine().lower() not in X86:
+        raise Unavailable(f"the kernel uses x86 AVX intrinsics and this CPU is {platform.machine() or 'unknown'}")
+    cc = os.environ.get("HARNESS_CC", "gcc")  # e.g. "gcc-13" or "ccache gcc"; part of the cache key
+    key = hashlib.sha256("\n".join([SOURCE, cc, *FLAGS, _machine_key()]).encode()).hexdigest()[:16]
     cache = pathlib.Path(os.environ.get("HARNESS_CACHE", pathlib.Path.home() / ".cache" / "harness"))
     so = cache / f"rope_cpu_{key}.so"
     if not so.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        src, tmp = so.with_suffix(".c"), so.with_suffix(f".{os.getpid()}.tmp")
-        src.write_text(SOURCE)
-        run = subprocess.run(["gcc", *FLAGS, str(src), "-o", str(tmp)], capture_output=True, text=True)
-        if run.returncode:
-            raise RuntimeError(f"building the CPU rope kernel failed (gcc {' '.join(FLAGS)}):\n{run.stderr}")
-        os.replace(tmp, so)  # atomic: parallel first uses never load a half-written file
-    lib = ctypes.CDLL(str(so))
+        _build(cc, so)
+    try:
+        lib = ctypes.CDLL(str(so))
+    except OSError as e:
+        raise Unavailable(f"loading {so} failed: {e}") from None
     for fn in SYMBOLS.values():
         getattr(lib, fn).restype = None
-    _LIB.append(lib)
     return lib
+
+
+def library():
+    """The compiled kernel library (built once per source x compiler x flags x CPU, then loaded from the
+    cache). Raises Unavailable, the same one line each time, where it cannot be had."""
+    if _LIB:
+        return _LIB[0]
+    if _FAILED:
+        raise Unavailable(_FAILED[0])
+    try:
+        _LIB.append(_load())
+    except Unavailable as e:
+        _FAILED.append(str(e))
+        raise
+    return _LIB[0]
+
+
+def unavailable():
+    """None where the kernel builds and loads here; else the one-line reason (tries once per process)."""
+    try:
+        library()
+    except Unavailable as e:
+        return str(e)
+    return None
 
 
 def launch(xs, outs, cos, sin, *, interleaved, sign):

@@ -9,14 +9,15 @@ The triton backend handles q and k in one launch; `xs` holds one or two tensors.
 Aliasing: out-of-place by default (the caller's tensors are never written); `inplace=True` overwrites
 q and k and returns them (autograd marks them dirty). Gradients w.r.t. the table (learned frequencies,
 rope_learned_freq) are not in the kernels: a table that requires grad goes through `eager`.
-Nothing here imports triton or compiles: backends load at first call.
+Nothing here imports triton or compiles: backends load at first call. Which implementation runs is
+chosen in harness/rope/apply.py, which imports this module (never the other way round).
 """
 import importlib
-import importlib.util
 
 import torch
 
-LAYOUTS = ("half", "interleaved")
+from harness.rope.rotation import LAYOUTS, eager
+
 BACKENDS = {"cpu": "harness.rope.cpu", "triton": "harness.rope.triton_rope"}
 
 
@@ -79,58 +80,9 @@ def rotate(backend, xs, cos, sin, layout="half", *, inplace=False):
     if r > d or any(x.shape[-1] != d or x.shape[-2] != xs[0].shape[-2] for x in xs):
         raise ValueError(f"rotary dim {r} vs inputs {[tuple(x.shape) for x in xs]}: need R <= D and equal T, D")
     if cos.requires_grad or sin.requires_grad:  # table gradients: the eager formula under autograd
-        from harness.rope.apply import eager
         outs = tuple(eager(x, cos, sin, layout) for x in xs)
         return tuple(x.copy_(o) for x, o in zip(xs, outs)) if inplace else outs
     math_dtype = torch.float64 if xs[0].dtype == torch.float64 else torch.float32
     t = xs[0].shape[-2]
     c, s = table(cos, t, math_dtype), table(sin, t, math_dtype)
     return _Rotate.apply(_backend(backend), layout == "interleaved", 1.0, inplace, c, s, *xs)
-
-
-def apply_rotary_qk(q, k, cos, sin, layout="half", *, impl="auto", inplace=False):
-    """Rotate q (B, Hq, T, D) and k (B, Hk, T, D) together (GQA: Hk may be 1); one launch on triton."""
-    from harness.rope.apply import AUTO_ORDER, IMPLS, apply_rotary
-    name = pick(q, cos, sin) if impl in ("auto", "fastest") else impl
-    if name in BACKENDS:
-        return rotate(name, (q, k), cos, sin, layout, inplace=inplace)
-    if inplace:
-        raise ValueError(f"inplace=True needs a fused impl, one of {list(BACKENDS)}; got {impl!r}")
-    if name not in IMPLS:
-        raise ValueError(f"unknown rope impl {impl!r}; expected one of {['auto', *IMPLS]}")
-    return apply_rotary(q, cos, sin, layout, name), apply_rotary(k, cos, sin, layout, name)
-
-
-def pick(x, cos, sin):
-    """The fastest implementation for x's device, as measured by `make bench` (results/baselines):
-    on CPU the C/OpenMP kernel (R ~0.8 vs eager's ~0.1); on CUDA triton when importable; else eager."""
-    if cos.requires_grad or sin.requires_grad or cos.dim() > 2 and any(n != 1 for n in cos.shape[:-2]):
-        return "eager"  # outside what the fused kernels do
-    if x.device.type == "cpu":
-        return "cpu"
-    if x.device.type == "cuda" and importlib.util.find_spec("triton") is not None:
-        return "triton"
-    return "eager"
-
-
-def _kernel(name):
-    def impl(x, cos, sin, layout="half"):
-        return rotate(name, (x,), cos, sin, layout)[0]
-    impl.__name__ = impl.__qualname__ = name
-    impl.__doc__ = f"The fused `{name}` kernel (harness/rope/{BACKENDS[name].rsplit('.', 1)[1]}.py), loaded at first call."
-    return impl
-
-
-def _compiled(x, cos, sin, layout="half"):
-    """torch.compile of the eager formula (harness/rope/compiled.py), compiled at first call."""
-    return importlib.import_module("harness.rope.compiled").compiled(x, cos, sin, layout)
-
-
-def _fastest(x, cos, sin, layout="half"):
-    """Dispatch on x's device to the fastest measured implementation (see `pick`)."""
-    from harness.rope.apply import IMPLS
-    return IMPLS[pick(x, cos, sin)](x, cos, sin, layout)
-
-
-# Registered into apply.IMPLS; `auto` resolves to `fastest`, which decides per call by device.
-KERNELS = {"compiled": _compiled, "cpu": _kernel("cpu"), "triton": _kernel("triton"), "fastest": _fastest}
