@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from harness.measure.kernels import BASELINE, GATED, compare
+from harness.measure.kernel_bench import compare
+from harness.measure.kernel_spec import BASELINE, GATED
 
 ROOT = pathlib.Path(__file__).parents[1]
 ENV = dict(os.environ, GLIBC_TUNABLES="glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456")
@@ -25,7 +26,7 @@ def slow(*args, **kwargs):
     for _ in range(3):
         fast(*args, **kwargs)
 cpu.launch = slow
-from harness.measure.kernels import main
+from harness.measure.kernel_bench import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -52,7 +53,7 @@ def test_baseline_is_committed_and_covers_the_gated_kernels():
 
 @pytest.mark.slow
 def test_gate_passes_on_unchanged_tree():
-    run = _gate("-m", "harness.measure.kernels")
+    run = _gate("-m", "harness.measure.kernel_bench")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "bench-check: passed" in run.stdout
 

@@ -1,11 +1,11 @@
-"""`python -m harness.measure.kernels report JSON`: the pytest-benchmark JSON of `make bench` (tests/bench,
-R and the environment in each row's extra_info) as a long-format CSV, a printed table with the issue-5
-targets, and a PNG of R per implementation, next to the JSON."""
+"""`python -m harness.measure.kernel_bench report JSON`: the pytest-benchmark JSON of `make bench` (tests/bench,
+R and the environment in each row's extra_info) as a long-format CSV, a printed table with the target R
+(harness/measure/kernel_spec.py), and a PNG of R per implementation, next to the JSON."""
 import csv
 import json
 import pathlib
 
-from harness.measure.kernels import SHAPES, target
+from harness.measure.kernel_spec import SHAPES, target
 
 CSV_FIELDS = ["kernel", "provider", "mode", "layout", "dtype", "metric", "unit", "x_name", "x_value",
               "p20", "p50", "p80", "R", "target", "device", "torch", "glibc_tunables", "time"]

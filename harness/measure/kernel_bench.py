@@ -1,4 +1,4 @@
-"""Kernel speed as a ratio to copy bandwidth (DESIGN §5, issue 5), and the CI regression gate.
+"""RoPE kernel benchmark: speed as a ratio to copy bandwidth, and the CI regression gate.
 
 R = (rope bytes / kernel time) / (copy bytes / copy time), kernel and `copy_` of the same q+k timed
 alternately in one loop; each time is the lower quintile (p20) of its series (see `measure` for why
@@ -6,10 +6,12 @@ not the median). Bytes: read q, k + write q, k +
 the cos/sin table (read once); copy: read q, k + write q, k. Backward: the same bytes (read dq', dk',
 write dq, dk, table). Absolute times are reported too (p20/p50/p80 of the kernel) but never gated.
 
+Shapes, dtypes, targets and the gated keys: harness/measure/kernel_spec.py.
+
 CLI (the Makefile's bench-check / bench):
-  python -m harness.measure.kernels check    [--baseline P] [--runs 3]  best of runs vs baseline; exit 1 on >30% drop
-  python -m harness.measure.kernels baseline [--baseline P] [--runs 5]  median of runs -> P
-  python -m harness.measure.kernels report   JSON                      pytest-benchmark JSON -> CSV + PNG + targets
+  python -m harness.measure.kernel_bench check    [--baseline P] [--runs 3]  best of runs vs baseline; exit 1 on >30% drop
+  python -m harness.measure.kernel_bench baseline [--baseline P] [--runs 5]  median of runs -> P
+  python -m harness.measure.kernel_bench report   JSON                      pytest-benchmark JSON -> CSV + PNG + targets
 """
 import argparse
 import json
@@ -23,28 +25,10 @@ import time
 import torch
 import torch._functorch.config  # noqa: F401  (donated_buffer, below)
 
-from harness.rope.apply import rotary_table
+from harness.measure.kernel_report import report
+from harness.measure.kernel_spec import BASELINE, DROP, DTYPES, GATED, SHAPES, target
 from harness.rope.frequencies import frequencies
-
-# Prefill: the issue's reference shape, T*H*D = 2^20 per tensor. Decode: one new token, GQA 32q/8kv.
-# prefill_large (GPU): Llama-3-8B's heads (32 q / 8 kv, D 128) at 4096 tokens, batch 8: q is 268 MB in
-# bf16, far past the 50 MB L2 of an H100, so kernel and copy both stream from HBM.
-SHAPES = {"prefill": dict(b=4, hq=8, hk=8, t=2048, d=64), "decode": dict(b=16, hq=32, hk=8, t=1, d=128),
-          "prefill_large": dict(b=8, hq=32, hk=8, t=4096, d=128)}
-DEVICE_SHAPES = {"cpu": ("prefill", "decode"), "cuda": ("prefill", "prefill_large", "decode")}
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-# Targets from issue 5: CPU best path at T*H*D >= 2^20; GPU triton fwd/bwd and torch.compile.
-TARGETS = {("cpu", "cpu", "fwd"): 0.8, ("cpu", "cpu", "bwd"): 0.8, ("cuda", "triton", "fwd"): 0.9,
-           ("cuda", "triton", "bwd"): 0.85, ("cuda", "compiled", "fwd"): 0.6}
-# Where the targets apply: memory-bound from DRAM. On a GPU the CPU's prefill (q+k+outputs 64 MB fp32)
-# partly stays in the 50 MB L2 (R reads > 1 there) and decode is launch-bound: only prefill_large counts.
-TARGET_SHAPES = {"cpu": ("prefill",), "cuda": ("prefill_large",)}
-# Gated in CI (`make bench-check`): cheap to run, each a different code path. compiled is left out
-# of the gate: its first call compiles for ~10 s, which the 2-minute budget cannot carry.
-GATED = ("cpu/fwd/half/float32/prefill", "cpu/bwd/half/float32/prefill", "cpu/fwd/interleaved/bfloat16/prefill",
-         "complex/fwd/half/float32/prefill", "eager/fwd/half/float32/prefill")
-DROP = 0.30  # fail when R < (1 - DROP) * baseline
-BASELINE = pathlib.Path("results/baselines/kernels-cpu.json")
+from harness.rope.rotation import rotary_table
 
 
 def inputs(shape, dtype, device="cpu", requires_grad=False, seed=0):
@@ -65,7 +49,7 @@ def rope_bytes(q, k, cos, sin):
 def kernel_fn(provider, mode, q, k, cos, sin, layout):
     """A zero-argument callable running one fwd (or one bwd) of `provider` on q, k."""
     from harness.measure import external_rope
-    from harness.rope.fused import apply_rotary_qk
+    from harness.rope.apply import apply_rotary_qk
     if provider in external_rope.BUILDERS:  # liger, flash_attn: called as their projects call them
         return external_rope.build(provider, mode, q, k, cos, sin, layout)
     if provider == "compiled":
@@ -184,13 +168,6 @@ def _measure(key, budget_s, device):
                 copy_p50=quantile(tc, 0.5), R=ratio, reps=len(tk), bytes=rope_bytes(q, k, cos, sin))
 
 
-def target(provider, mode, shape, device="cpu"):
-    """The issue's target R for this row, or None where it does not apply (TARGET_SHAPES)."""
-    if shape not in TARGET_SHAPES[device]:
-        return None
-    return TARGETS.get((device, provider, mode))
-
-
 def environment(device="cpu"):
     """What a benchmark number depends on, recorded next to it."""
     env = dict(device=platform.processor() or platform.machine(), torch=torch.__version__, threads=THREADS,
@@ -242,7 +219,7 @@ def write_baseline(path=BASELINE, runs=5, keys=GATED, device="cpu"):
     """Baseline = median R of `runs` runs per gated key, with the environment it was measured in."""
     measured = best_of(keys, runs, device=device)
     doc = dict(meta=dict(environment(device), runs=runs, statistic="median of runs", drop=DROP,
-                         command=" ".join([sys.executable, "-m", "harness.measure.kernels", *sys.argv[1:]])),
+                         command=" ".join([sys.executable, "-m", "harness.measure.kernel_bench", *sys.argv[1:]])),
                R={key: statistics.median(v) for key, v in measured.items()}, runs=measured,
                targets={key: target(key.split("/")[0], key.split("/")[1], key.split("/")[4], device)
                         for key in keys})
@@ -252,7 +229,7 @@ def write_baseline(path=BASELINE, runs=5, keys=GATED, device="cpu"):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m harness.measure.kernels", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m harness.measure.kernel_bench", description=__doc__.split("\n")[0])
     p.add_argument("command", choices=["check", "baseline", "report"])
     p.add_argument("json", nargs="?", help="report: the pytest-benchmark JSON")
     p.add_argument("--baseline", default=str(BASELINE))
@@ -266,7 +243,6 @@ def main(argv=None):
     if a.command == "report":
         if not a.json:
             p.error("report needs the pytest-benchmark JSON path")
-        from harness.measure.kernel_report import report
         report(a.json)
     elif a.command == "baseline":
         keys = gpu_keys() if a.device == "cuda" else GATED

@@ -1,0 +1,37 @@
+"""What the RoPE kernel benchmark measures and what it is held to: shapes, dtypes, target R, the CI gate.
+
+Shared by harness/measure/kernel_bench.py (timing, gate, CLI) and harness/measure/kernel_report.py
+(CSV, table, plot); imports torch only, so neither of those imports the other for its constants.
+R = (rope bytes / kernel time) / (copy bytes / copy time): see kernel_bench.
+"""
+import pathlib
+
+import torch
+
+# Prefill: the reference CPU shape, T*H*D = 2^20 per tensor. Decode: one new token, GQA 32q/8kv.
+# prefill_large (GPU): Llama-3-8B's heads (32 q / 8 kv, D 128) at 4096 tokens, batch 8: q is 268 MB in
+# bf16, far past the 50 MB L2 of an H100, so kernel and copy both stream from HBM.
+SHAPES = {"prefill": dict(b=4, hq=8, hk=8, t=2048, d=64), "decode": dict(b=16, hq=32, hk=8, t=1, d=128),
+          "prefill_large": dict(b=8, hq=32, hk=8, t=4096, d=128)}
+DEVICE_SHAPES = {"cpu": ("prefill", "decode"), "cuda": ("prefill", "prefill_large", "decode")}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Target R per (device, provider, mode): the CPU's best path at T*H*D >= 2^20; GPU triton fwd/bwd and
+# torch.compile. A fused kernel that moves each byte once should come close to copy_ (R = 1).
+TARGETS = {("cpu", "cpu", "fwd"): 0.8, ("cpu", "cpu", "bwd"): 0.8, ("cuda", "triton", "fwd"): 0.9,
+           ("cuda", "triton", "bwd"): 0.85, ("cuda", "compiled", "fwd"): 0.6}
+# Where the targets apply: memory-bound from DRAM. On a GPU the CPU's prefill (q+k+outputs 64 MB fp32)
+# partly stays in the 50 MB L2 (R reads > 1 there) and decode is launch-bound: only prefill_large counts.
+TARGET_SHAPES = {"cpu": ("prefill",), "cuda": ("prefill_large",)}
+# Gated in CI (`make bench-check`): cheap to run, each a different code path. compiled is left out
+# of the gate: its first call compiles for ~10 s, which the 2-minute budget cannot carry.
+GATED = ("cpu/fwd/half/float32/prefill", "cpu/bwd/half/float32/prefill", "cpu/fwd/interleaved/bfloat16/prefill",
+         "complex/fwd/half/float32/prefill", "eager/fwd/half/float32/prefill")
+DROP = 0.30  # fail when R < (1 - DROP) * baseline
+BASELINE = pathlib.Path("results/baselines/kernels-cpu.json")
+
+
+def target(provider, mode, shape, device="cpu"):
+    """The target R for this row, or None where it does not apply (TARGET_SHAPES)."""
+    if shape not in TARGET_SHAPES[device]:
+        return None
+    return TARGETS.get((device, provider, mode))
