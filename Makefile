@@ -49,10 +49,10 @@ bench: install  ## RoPE kernel benchmarks -> results/bench/$(BENCH_DEVICE).{json
 	@mkdir -p results/bench
 	$(BENCH_ENV) $(PY) -m pytest -q -p no:cacheprovider tests/bench --benchmark-enable \
 		--benchmark-json=results/bench/$(BENCH_DEVICE).json
-	$(BENCH_ENV) $(PY) -m harness.measure.kernels report results/bench/$(BENCH_DEVICE).json
+	$(BENCH_ENV) $(PY) -m harness.measure.kernel_bench report results/bench/$(BENCH_DEVICE).json
 
 bench-check: install  ## CI gate (< 2 min): fail if a gated kernel's R is > 30% below results/baselines/kernels-cpu.json
-	$(BENCH_ENV) $(PY) -m harness.measure.kernels check --baseline results/baselines/kernels-cpu.json
+	$(BENCH_ENV) $(PY) -m harness.measure.kernel_bench check --baseline results/baselines/kernels-cpu.json
 
 # lm-eval (issue 6): our tasks (tasks/) and lm-eval's own by name; rows go into the run's rows.parquet.
 RUN ?=

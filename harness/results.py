@@ -97,7 +97,9 @@ def git_sha():
 def base_row(cfg, run_id):
     """The columns every row of this run shares."""
     from harness.config import encoding_params
-    return dict(run_id=run_id, sweep=cfg.sweep, encoding=cfg.encoding["name"], params=encoding_params(cfg),
+    from harness.rope.apply import resolved_params  # impl='auto' recorded as the implementation that ran
+    return dict(run_id=run_id, sweep=cfg.sweep, encoding=cfg.encoding["name"],
+                params=resolved_params(encoding_params(cfg), cfg.device),
                 model=cfg.model.name, d_model=cfg.model.d_model, n_layers=cfg.model.n_layers,
                 n_heads=cfg.model.n_heads, head_dim=cfg.model.head_dim, task=cfg.task.name, train_len=cfg.train.seq_len,
                 dtype="float32", device=cfg.device, seed=cfg.seed, torch=torch.__version__,
