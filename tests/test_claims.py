@@ -167,6 +167,63 @@ def test_trained_claims_without_sweeps_are_inconclusive(tmp_path):
     assert [v for *_, v, _ in rows] == [I] * 7
 
 
+def _press_slopes(n):
+    # ALiBi (Press et al. 2022, arXiv 2108.12409, §3): for n = 2^k heads, 2^(-8/n), 2^(-16/n), ..., 2^(-8)
+    return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+
+
+def _bias_only_locality(name, enc, H, T, skip=8):
+    """Locality (E[i - j] / (i / 2), mean over queries i >= skip and heads) of the attention map the bias alone
+    gives, p_ij proportional to exp(b_h(i - j)) over j <= i, computed from the encodings' sources:
+    rope, no bias: uniform, E[i - j] = i / 2, so 1.
+    alibi, b = -m_h d: a geometric distribution on d = 0..i truncated at i, r = e^(-m_h):
+    E[d] = r / (1 - r) - (i + 1) r^(i + 1) / (1 - r^(i + 1)) (the sums of r^d and d r^d).
+    t5: b = w[bucket(j - i), h] with HF T5's causal bucket function, E[d] summed over d = 0..i."""
+    from transformers.models.t5.modeling_t5 import T5Attention
+    out = []
+    for h in range(H):
+        for i in range(skip, T):
+            if name == "rope":
+                mean_d = i / 2
+            elif name == "alibi":
+                r = math.exp(-_press_slopes(H)[h])
+                mean_d = r / (1 - r) - (i + 1) * r ** (i + 1) / (1 - r ** (i + 1))
+            else:
+                d = torch.arange(i + 1)
+                bucket = T5Attention._relative_position_bucket(-d, bidirectional=False, num_buckets=32,
+                                                               max_distance=128)
+                w = enc.embedding.weight.detach().double()[bucket, h].exp()
+                mean_d = float((d * w).sum() / w.sum())
+            out.append(mean_d / (i / 2))
+    return sum(out) / len(out)
+
+
+def _content_spread(net, idx):
+    """The largest spread (max - min over keys j <= i) of a row of content scores q.k / sqrt(D) (rotated, no
+    bias) over the blocks, recomputed from the blocks' weights."""
+    T = idx.shape[1]
+    pos, causal, spread = torch.arange(T), torch.ones(T, T, dtype=torch.bool).tril(), 0.0
+    with torch.no_grad():
+        x = net.encoding.embed(net.tok(idx), pos)
+        for block in net.blocks:
+            q, k, _ = block.qkv(block.ln1(x)).view(*idx.shape, 3, block.n_heads, block.head_dim).permute(2, 0, 3, 1, 4)
+            rq, rk = net.encoding.rotate(q, k, pos)
+            s = rq @ rk.transpose(-1, -2) / math.sqrt(block.head_dim)
+            spread = max(spread, float((s.masked_fill(~causal, -math.inf).amax(-1)
+                                        + (-s).masked_fill(~causal, -math.inf).amax(-1)).max()))
+            x = block(x, net.encoding, pos)
+    return spread
+
+
+def _assert_locality_in_band(name, net, probs, idx):
+    # p_ij = p0_ij e^(s_ij) / sum_k p0_ik e^(s_ik), p0 the bias-only map and s the content scores: p / p0 lies in
+    # [e^-spread, e^spread], so E_p[i - j] / E_p0[i - j] does, and so the mean of the ratios (the locality)
+    spread = _content_spread(net, idx)
+    want = _bias_only_locality(name, net.encoding, net.blocks[0].n_heads, idx.shape[1])
+    assert math.exp(-spread) * want <= locality(probs) <= math.exp(spread) * want
+    return spread
+
+
 @pytest.mark.parametrize("name", ["rope", "alibi", "t5"])
 def test_attention_probabilities_reproduce_the_block(name):
     torch.manual_seed(0)
@@ -182,7 +239,26 @@ def test_attention_probabilities_reproduce_the_block(name):
         with torch.no_grad():
             x = block(x, net.encoding, pos)
             assert torch.allclose(y + block.mlp(block.ln2(y)), x, atol=1e-5)
-    assert 0 < locality(probs) <= 2
+    assert _assert_locality_in_band(name, net, probs, idx) < 0.3  # GPT-2 init: a band of about +-20%
+
+
+@pytest.mark.parametrize("qk_scale", [0.0, 0.1])
+@pytest.mark.parametrize("name", ["rope", "alibi", "t5"])
+def test_locality_is_the_bias_closed_form_when_content_scores_are_small(name, qk_scale):
+    # q and k projections scaled by qk_scale: zero makes the logits the bias alone, so the locality is exactly the
+    # closed form; 0.1 shrinks the content scores 100-fold, so the band around it is about +-0.2%
+    torch.manual_seed(0)
+    net = Transformer(encoding=encodings.build(name, d_model=64, n_heads=4, head_dim=16), n_layers=2,
+                      d_model=64, n_heads=4).eval()
+    with torch.no_grad():
+        for block in net.blocks:
+            block.qkv.weight[:2 * 64].mul_(qk_scale)  # rows of q, then k (the view (B, T, 3, H, D) takes q, k, v)
+    idx = torch.randint(0, 256, (2, 24))
+    probs = probabilities(net, idx)
+    if qk_scale == 0:
+        assert locality(probs) == pytest.approx(_bias_only_locality(name, net.encoding, 4, 24), rel=1e-6)
+    else:
+        assert 0 < _assert_locality_in_band(name, net, probs, idx) < 0.003
 
 
 def test_locality_of_known_maps():
@@ -191,6 +267,10 @@ def test_locality_of_known_maps():
     uniform = torch.ones(T, T).tril()
     uniform = (uniform / uniform.sum(-1, keepdim=True))[None, None]
     assert locality([diag]) == 0 and locality([uniform]) == pytest.approx(1.0)
+    # attends only to key 0: E[i - j] = i, twice the uniform i / 2
+    first = torch.zeros(T, T)
+    first[:, 0] = 1
+    assert locality([first[None, None]]) == pytest.approx(2.0)
 
 
 # ---- the shared interval-vs-threshold helper and by_parts' third state
