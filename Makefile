@@ -4,9 +4,15 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-# torch first: `pip install torch==2.13.0` takes the local CPU build; an unpinned torch would pull
-# gigabytes of CUDA packages. Later steps run under a constraint that pins whatever torch is there.
+# torch first, from TORCH_INDEX: on Linux PyPI's torch is the CUDA build (about 2.7 GB with its nvidia-*
+# packages), so the default is PyTorch's CPU index, which hosts torch+cpu and its dependencies.
+# --index-url, not --extra-index-url: with PyPI also searched, an unreachable CPU index would fall back
+# to PyPI's CUDA build silently. macOS: PyPI's wheel is the CPU/MPS build, no index needed. Empty keeps
+# pip's own configuration (index, find-links); a CUDA index gives a GPU build, e.g.
+# `make install TORCH_INDEX=https://download.pytorch.org/whl/cu130`. Later steps run under a constraint
+# that pins whatever torch is there, so they never swap it.
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?= $(if $(filter Linux,$(shell uname -s)),https://download.pytorch.org/whl/cpu)
 # Large blocks stay in the heap instead of being returned to the OS: 4 MB allocations varied up to
 # 19x between processes without this (issue 5). Recorded in benchmark output.
 BENCH_ENV := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456
@@ -20,11 +26,11 @@ CLAIMS_OUT ?= results/claims
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
-install: $(STAMP)  ## build .venv: torch (CPU) first, then the package with the dev extra
+install: $(STAMP)  ## build .venv: torch (CPU; TORCH_INDEX) first, then the package with the dev extra
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" $(if $(strip $(TORCH_INDEX)),--index-url $(strip $(TORCH_INDEX)))
 	$(PY) -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/constraints.txt
 	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e ".[dev]"
 	$(PY) -c "import torch; assert 'torch==' + torch.__version__ == open('$(VENV)/constraints.txt').read().strip(), 'torch was replaced'"

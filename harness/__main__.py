@@ -23,9 +23,10 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from harness import config as config_lib
+from harness import paths
 from harness import distributed, results, runner
 
-CONF = str(Path(__file__).resolve().parent.parent / "conf")
+CONF = str(paths.conf_dir())  # the checkout's conf/, or the copy a wheel ships (harness/paths.py)
 MULTIRUN_FLAGS = {"-m", "--multirun"}
 # conf/hydra/launcher/<name>.yaml holds our values for the launcher plugin's config of the same name, and
 # Hydra 1.3 validates it against that plugin schema (typed keys, every plugin key overridable). Hydra
@@ -152,7 +153,7 @@ def _watch(sweep_dir: Path, total: int, stop: threading.Event):
     bar.close()
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=CONF, config_name="config")
 def main(cfg):
     try:
         c = config_lib.to_config(cfg)

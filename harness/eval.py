@@ -20,11 +20,11 @@ import pandas as pd
 from lm_eval import simple_evaluate
 from lm_eval.tasks import TaskManager
 
-from harness import results, wandb_sink
+from harness import paths, results, wandb_sink
 from harness.config import to_dict
 from harness.lm import HarnessLM, load_run
 
-TASKS_DIR = Path(__file__).resolve().parent.parent / "tasks"
+TASKS_DIR = paths.tasks_dir()
 UNITS = {"byte_perplexity": "ppl", "word_perplexity": "ppl", "bits_per_byte": "bits", "acc": "frac",
          "acc_norm": "frac", "exact_match": "frac"}
 

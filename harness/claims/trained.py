@@ -19,12 +19,12 @@ import pandas as pd
 import torch
 import yaml
 
-from harness import results, stats, tasks
+from harness import paths, results, stats, tasks
 from harness.claims import attention
 from harness.claims.judge import est, every, fewest, judge, put, show, unmeasured
 from harness.claims.table import VERDICTS, Evidence, by_parts, fmt, plot, verdict
 
-ENCODING_CONF = Path(__file__).resolve().parents[2] / "conf" / "encoding"
+ENCODING_CONF = paths.conf_dir() / "encoding"
 MULTIPLES = (1, 2, 4, 8)
 S, C, I = VERDICTS
 

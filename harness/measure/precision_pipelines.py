@@ -9,14 +9,14 @@ Everything here runs with autocast disabled: a pipeline states its dtypes, autoc
 import json
 import math
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import torch
 import yaml
 
+from harness import paths
 from harness.rope import apply_rotary, frequencies
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf" / "precision"
+CONF_DIR = paths.conf_dir() / "precision"
 DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
           "bf16": torch.bfloat16, "fp16": torch.float16}
 MAX_LEN = 131072  # the longest context the study covers (issue 4: log windows up to 131072)
