@@ -19,6 +19,11 @@ EXTENSIONS = ("linear", "ntk", "dynamic", "yarn", "llama3")
 WANDB_MODES = ("offline", "online", "disabled")
 
 
+def protocol_list(protocol):
+    """An eval protocol setting ("nonoverlapping", "sliding" or "both") as the protocols it runs."""
+    return ["nonoverlapping", "sliding"] if protocol == "both" else [protocol]
+
+
 def _choice(key, value, choices):
     if value not in choices:
         raise ValueError(f"unknown {key} {value!r}; expected one of {list(choices)}")
@@ -158,7 +163,7 @@ class EvalConfig:
         return sorted(set(self.lens if self.lens is not None else [m * train_len for m in self.multiples]))
 
     def protocols(self):
-        return ["nonoverlapping", "sliding"] if self.protocol == "both" else [self.protocol]
+        return protocol_list(self.protocol)
 
 
 @dataclass

@@ -112,7 +112,7 @@ class HarnessLM(LM):
         f = extension.factor_for(rope_type, ext, self.window, self.train_len)
         scale = extension.scaling(rope_type, f, ext, self.train_len)
         self.extension = dict(extension=rope_type, factor=f, rope_type=rope_type, scaling=scale)
-        return extension.extended(net, self.cfg.model, self.cfg.encoding, rope_type, scale)
+        return extension.extended(net, self.cfg.encoding, rope_type, scale)
 
     # ---- tokens
     def tok_encode(self, string):

@@ -11,7 +11,7 @@ import torch
 
 from harness import model as model_lib
 from harness import distributed, results, tasks, train, wandb_sink
-from harness.config import Config, to_dict
+from harness.config import Config, protocol_list, to_dict
 from harness.measure import extension, extrapolation, memory, precision_model, throughput
 
 
@@ -44,8 +44,15 @@ def measure(model, task, cfg: Config, device, generator, progress):
                         lens, "eval_tokens_per_s", "tokens/s", "eval")
     rows += _per_length(lambda L: memory.eval_peak_bytes(model, L, device), lens, "peak_mem_bytes",
                         "bytes", "eval")
-    rows += task.evaluate(model, cfg, device, progress)
-    rows += extension.rows(model, task, cfg, device, generator, progress)
+    knobs = dict(train_len=cfg.train.seq_len, stride=ev.stride, max_tokens=ev.max_tokens,
+                 sliding_max_tokens=ev.sliding_max_tokens, batch_size=ev.batch_size, split=ev.split, device=device)
+    rows += extrapolation.rows(model, task, lens=lens, protocols=ev.protocols(), progress=progress, **knobs)
+
+    def at_length(m, L):  # one length under the extension's protocol: what extension rows score
+        return extrapolation.rows(m, task, lens=[L], protocols=protocol_list(ev.extension.protocol), progress=False,
+                                  **knobs)
+    rows += extension.rows(model, at_length, cfg.encoding, ev.extension, train_len=cfg.train.seq_len, lens=lens,
+                           task=task, train_cfg=cfg.train, generator=generator, device=device, progress=progress)
     pr = cfg.precision
     if pr.model_level:  # bf16/fp16 evaluation against fp32 (issue 4, item 7)
         rows += precision_model.rows(model, task, train_len=cfg.train.seq_len, lens=pr.resolved_lens(

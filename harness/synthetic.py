@@ -171,6 +171,12 @@ TASKS: Dict[str, Callable[..., Batch]] = {
 }
 
 
+def eval_generator(length: int, seed: int) -> torch.Generator:
+    """The test set of one (length, seed): every encoding trained with this seed is scored on it (paired
+    design), and each seed draws another (its CIs cover test sampling too). Seed 0 keeps the old sets."""
+    return torch.Generator().manual_seed(1_000_003 + length + 104_729 * seed)
+
+
 def generate(task: str, n: int, length: int, generator: torch.Generator, **params) -> Batch:
     """TASKS[task](n, length, generator, **params), with one clear error for a bad task or parameter."""
     if task not in TASKS:

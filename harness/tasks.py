@@ -1,42 +1,20 @@
-"""Tasks as the runner sees them: a training batch source and an evaluation that returns rows.
+"""Tasks as the runner sees them: training batches and held-out data (harness.measure.extrapolation scores
+them by the task's `kind`: a corpus, "lm", or a generator, "synthetic").
 
 `lm` reads a corpus (harness.data); every generator in harness.synthetic is a task of the same name.
 The lookup is a dict of task kinds, so adding a synthetic generator adds a task with no edit here."""
-import importlib
-
 import torch
 
-from harness import positions
+from harness import positions, synthetic
 
 LM = "lm"
-
-
-def _synthetic():
-    return importlib.import_module("harness.synthetic")
-
-
-def _names():
-    try:
-        return [LM, *sorted(_synthetic().TASKS)]
-    except ImportError:  # the synthetic generators are optional for the lm task
-        return [LM]
-
-
-class _Names:
-    """Lazy list of task names (harness.synthetic is imported on first use)."""
-
-    def __contains__(self, name):
-        return name in _names()
-
-    def __iter__(self):
-        return iter(_names())
-
-
-TASK_NAMES = _Names()
+TASK_NAMES = (LM, *sorted(synthetic.TASKS))
 
 
 class LMTask:
     """Language modelling on a byte corpus: random windows for training, the val split for evaluation."""
+
+    kind = "lm"
 
     def __init__(self, task_cfg, seed):
         from harness import data
@@ -66,23 +44,19 @@ class LMTask:
         x, y, mask = (torch.cat(t) for t in zip(*ws))
         return x, y, mask, None
 
-    def evaluate(self, model, cfg, device, progress=True):
-        from harness.measure import extrapolation
-        lens = cfg.eval.resolved_lens(cfg.train.seq_len)
-        need = cfg.eval.max_tokens + 2 * max(lens) + 1  # the sliding protocol's span at the longest length
-        return extrapolation.lm_rows(model, self.data, self.eval_tokens(cfg.eval.split, need), cfg, device,
-                                     progress)
-
 
 class SyntheticTask:
     """A generator from harness.synthetic: train lengths in [min_len, seq_len], test up to 16x."""
 
+    kind = "synthetic"
+
     def __init__(self, task_cfg, seed):
-        self.module = _synthetic()
+        self.module = synthetic
         self.name = task_cfg.name
-        self.fn = self.module.TASKS[self.name]
+        self.fn = synthetic.TASKS[self.name]
         self.params = dict(task_cfg.params)
         self.min_len = task_cfg.min_len
+        self.eval_samples, self.depths = task_cfg.eval_samples, list(task_cfg.depths)
         self.seed = seed
 
     def describe(self):
@@ -99,14 +73,12 @@ class SyntheticTask:
 
     def eval_batch(self, length, max_tokens, split="val"):
         """(x, y, mask, pos): max_tokens // length sequences (at least one), one seeded test set per length."""
-        from harness.measure.extrapolation import eval_generator
-        generator = eval_generator(length, self.seed)
-        b = self.batch(max(1, max_tokens // length), length, generator)
+        b = self.batch(max(1, max_tokens // length), length, self.eval_generator(length))
         return b.x, b.y, b.mask, b.pos
 
-    def evaluate(self, model, cfg, device, progress=True):
-        from harness.measure import extrapolation
-        return extrapolation.synthetic_rows(model, self, cfg, device, progress)
+    def eval_generator(self, length):
+        """The seeded test set of this length (synthetic.eval_generator): paired across encodings."""
+        return synthetic.eval_generator(length, self.seed)
 
 
 KINDS = {LM: LMTask}  # every other task name is a synthetic generator

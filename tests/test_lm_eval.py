@@ -5,11 +5,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from lm_eval import simple_evaluate
+from hydra import compose, initialize_config_dir
 from lm_eval.api.instance import Instance
+from lm_eval.api.model import LM
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from harness import config, data, results, tasks, train
@@ -54,15 +57,124 @@ def test_load_run_roundtrip(run_dir):
         load_run(run_dir / "missing")
 
 
+LIMIT = 8  # docs per task: the first 8 are all at the task's shortest length (and passkey's first depth)
+FIRST_LEN = {"copy": "16", "reverse": "16", "passkey": "64", "kv_recall": "32"}
+
+
+def _docs(name):
+    """The first LIMIT docs lm-eval builds for task `name` (tasks/<name>.yaml through the task manager)."""
+    task = lm_eval_rows.task_manager([name]).load([name])["tasks"][name]
+    return [task.test_docs()[i] for i in range(LIMIT)]
+
+
+@torch.no_grad()
+def _direct_score(net, name, doc):
+    """1.0 or 0.0 for one doc, from the model's logits alone (no HarnessLM): bytes in, no BOS, positions 0..T-1.
+    generate_until tasks: greedy argmax for len(target) steps must give the target; kv_recall (multiple
+    choice): the gold value must have the largest sum of log-probabilities over its bytes."""
+    ctx = list(doc["input"].encode())
+    if name != "kv_recall":
+        seq = list(ctx)
+        for _ in range(len(doc["target"].encode())):
+            seq.append(int(net(torch.tensor([seq]))[0, -1].argmax()))
+        return float(bytes(seq[len(ctx):]) == doc["target"].encode())
+    lls = []
+    for choice in doc["choices"]:
+        cont = list(choice.encode())
+        lp = net(torch.tensor([ctx + cont[:-1]]))[0].log_softmax(-1)  # (T, 256)
+        lls.append(sum(float(lp[len(ctx) - 1 + t, c]) for t, c in enumerate(cont)))
+    return float(max(range(len(lls)), key=lls.__getitem__) == doc["gold"])
+
+
 def test_simple_evaluate_offline_tasks_end_to_end(run_dir):
     tm = lm_eval_rows.task_manager(OFFLINE)
     res = simple_evaluate(model="harness", model_args={"run": str(run_dir)}, tasks=OFFLINE, task_manager=tm,
-                          limit=3, device="cpu", batch_size=4)
+                          limit=LIMIT, device="cpu", batch_size=4)
     r = res["results"]
     assert set(r) == set(OFFLINE)
-    assert r["copy"]["16,none"] in (0.0, 1 / 3, 2 / 3, 1.0) and "64,none" in r["passkey"]
-    assert 0.0 <= r["kv_recall"]["32,none"] <= 1.0
+    _, net = load_run(run_dir)
+    for name, L in FIRST_LEN.items():
+        want = sum(_direct_score(net, name, d) for d in _docs(name)) / LIMIT
+        assert r[name][f"{L},none"] == pytest.approx(want, abs=1e-12), name
+    # its exact value is test_pystdlib_ppl_equals_runner_ppl's
     assert 1.0 < r["pystdlib_ppl"]["byte_perplexity,none"] < 256.0
+
+
+class ScriptedLM(LM):
+    """An LM whose answers are known: it solves each synthetic task from the context alone, by the task's
+    definition in harness/synthetic.py's docstrings (PAD 0, SEP 1, KEY 2 are the markers), except on docs whose
+    doc_id % 3 == 2, where it answers wrong; a rolling document gets log-likelihood -ln 2 per byte."""
+
+    @staticmethod
+    def answer(ctx):
+        body = ctx.lstrip("\x00")[:-1]  # no left padding, no SEP
+        if "\x02" in body:  # passkey: the 5 digits after KEY
+            at = body.index("\x02")
+            return body[at + 1:at + 6]
+        if body.isalpha():  # copy or reverse: which one, the request's task name says
+            return body
+        key, pairs = body[-2:], body[:-2]  # kv_recall: pairs `key value` of 2 letters + 2 digits, then the key
+        return {pairs[i:i + 2]: pairs[i + 2:i + 4] for i in range(0, len(pairs), 4)}[key]
+
+    def generate_until(self, requests):
+        out = []
+        for r in requests:
+            right = self.answer(r.args[0])
+            right = right[::-1] if r.task_name == "reverse" else right
+            out.append(right if r.doc_id % 3 != 2 else "x" + right[1:])
+        return out
+
+    def loglikelihood(self, requests):
+        return [(0.0 if (cont == self.answer(ctx)) == (r.doc_id % 3 != 2) else -1.0, False)
+                for r in requests for ctx, cont in [r.args]]
+
+    def loglikelihood_rolling(self, requests):
+        return [-math.log(2) * len(r.args[0].encode()) for r in requests]
+
+
+def test_scores_of_a_model_whose_answers_are_known():
+    # docs 0..7: wrong on 2 and 5, so each synthetic task scores 6/8 at its first length; -ln 2 per byte is
+    # a byte perplexity of 2 and 1 bit per byte
+    tm = lm_eval_rows.task_manager(OFFLINE)
+    r = simple_evaluate(model=ScriptedLM(), tasks=OFFLINE, task_manager=tm, limit=LIMIT)["results"]
+    for name, L in FIRST_LEN.items():
+        assert r[name][f"{L},none"] == 6 / 8, name
+    assert r["pystdlib_ppl"]["byte_perplexity,none"] == pytest.approx(2.0, rel=1e-12)
+    assert r["pystdlib_ppl"]["bits_per_byte,none"] == pytest.approx(1.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["copy", "reverse", "passkey", "kv_recall"])
+def test_lm_eval_docs_are_the_runner_test_set(name):
+    """tasks/utils.py's claim: a synthetic task's lm-eval docs at each length (and depth) are the first n
+    sequences the runner scores there for seed 0 (extrapolation.rows on tasks.build, as runner.measure calls
+    it with the default eval config). The runner's sequences are recorded as it draws them."""
+    task_obj = lm_eval_rows.task_manager([name]).load([name])["tasks"][name]
+    meta, docs = task_obj.config.metadata, list(task_obj.test_docs())
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = config.to_config(compose("config", overrides=[f"task={name}", f"eval.lens={meta['lengths']}",
+                                                            "seed=0"]))
+    assert meta["n"] <= cfg.task.eval_samples
+    task, drawn = tasks.build(cfg.task, cfg.seed), {}
+    draw = task.batch
+
+    def recording(n, length, generator, **extra):
+        b = draw(n, length, generator, **extra)
+        seqs = torch.cat([b.x, b.y[:, -1:]], dim=1)  # (n, L + 1): the whole sequence
+        drawn.setdefault((length, extra.get("depth")), []).extend(bytes(s.tolist()).decode() for s in seqs)
+        return b
+
+    task.batch = recording
+    ev = cfg.eval
+    extrapolation.rows(lambda x, pos: torch.zeros(*x.shape, 256), task, train_len=cfg.train.seq_len,
+                       lens=ev.resolved_lens(cfg.train.seq_len), protocols=ev.protocols(), stride=ev.stride,
+                       max_tokens=ev.max_tokens, sliding_max_tokens=ev.sliding_max_tokens, batch_size=ev.batch_size,
+                       split=ev.split, device="cpu", progress=False)
+    grid = [float(d) for d in meta["depths"]] if name == "passkey" else [None]
+    assert set(drawn) == {(L, d) for L in meta["lengths"] for d in grid}
+    for L in meta["lengths"]:
+        for d in grid:
+            got = [doc["input"] + doc["target"] for doc in docs if doc["length"] == L and doc.get("depth") == d]
+            assert got == drawn[L, d][:meta["n"]], (name, L, d)
 
 
 def test_batched_equals_unbatched_and_rolling_matches_lm_eval_windows(run_dir):
@@ -113,8 +225,12 @@ def test_pystdlib_ppl_equals_runner_ppl(run_dir, protocol):
     assert val[0] < 128  # one ASCII byte, so it can be the prefix string
     cfg = config.Config(**{**cfg.__dict__, "eval": config.EvalConfig(lens=[16, 32], protocol=protocol,
                                                                      max_tokens=256, batch_size=4)})
-    runner = {r["eval_len"]: r["value"] for r in extrapolation.lm_rows(net, data, val, cfg, "cpu", False)
-              if r["metric"] == "ppl"}
+    start_of_val = SimpleNamespace(data=data, eval_tokens=lambda split, need: val)  # an LMTask from offset 0
+    ev = cfg.eval
+    rows = extrapolation.lm_rows(net, start_of_val, train_len=cfg.train.seq_len, lens=ev.lens, protocols=ev.protocols(),
+                                 stride=ev.stride, max_tokens=ev.max_tokens, sliding_max_tokens=None,
+                                 batch_size=ev.batch_size, split="val", device="cpu", progress=False)
+    runner = {r["eval_len"]: r["value"] for r in rows if r["metric"] == "ppl"}
     tm = lm_eval_rows.task_manager(["pystdlib_ppl"], metadata={"max_bytes": 256})
     for L, want in runner.items():
         lm = HarnessLM(model=net, config=cfg, max_length=L, protocol=protocol, prefix=chr(val[0]),

@@ -187,10 +187,10 @@ def test_linear_extension_at_factor_one_is_exactly_the_trained_model(tmp_path):
     torch.manual_seed(0)
     net = from_config(cfg.model, cfg.encoding).eval()
     x = torch.randint(0, 256, (2, 16))
-    ext = extension.extended(net, cfg.model, cfg.encoding, "linear",
+    ext = extension.extended(net, cfg.encoding, "linear",
                              extension.scaling("linear", 1.0, cfg.eval.extension, 16))
     assert torch.equal(ext(x), net(x)) and net.encoding.rope_type == "default"
-    ext4 = extension.extended(net, cfg.model, cfg.encoding, "linear",
+    ext4 = extension.extended(net, cfg.encoding, "linear",
                               extension.scaling("linear", 4.0, cfg.eval.extension, 16))
     assert not torch.allclose(ext4(x), net(x))
 

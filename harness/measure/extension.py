@@ -42,60 +42,60 @@ def scaling(rope_type, factor, ext_cfg, train_len):
     return {k: v for k, v in offered.items() if k in takes}
 
 
-def extended(model, model_cfg, encoding_dict, rope_type, scale):
-    """A shallow copy of model whose shared encoding is rebuilt with rope_type and scaling."""
+def extended(model, encoding_dict, rope_type, scale):
+    """A shallow copy of model whose shared encoding is rebuilt with rope_type and scaling (the model's
+    own dimensions)."""
     params = {k: v for k, v in encoding_dict.items() if k != "name"}
     params.update(rope_type=rope_type, scaling=scale)
-    enc = encodings.build(encoding_dict["name"], d_model=model_cfg.d_model, n_heads=model_cfg.n_heads,
-                          head_dim=model_cfg.head_dim, **params)
+    block = model.blocks[0]
+    enc = encodings.build(encoding_dict["name"], d_model=model.tok.embedding_dim, n_heads=block.n_heads,
+                          head_dim=block.head_dim, **params)
     enc.load_state_dict(model.encoding.state_dict())
     out = copy.copy(model)  # shares the trained blocks; only the encoding attribute differs
     out._modules = dict(model._modules, encoding=enc.to(next(model.parameters()).device))
     return out
 
 
-def _eval_at(model, task, cfg, L, device):
-    one = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, lens=[L], protocol=cfg.eval.extension.protocol))
-    return task.evaluate(model, one, device, progress=False)
-
-
-def rows(model, task, cfg, device, generator, progress=True):
-    """Extension rows for every type x eval length (x fine-tune length when finetune_steps > 0)."""
-    ext, train_len = cfg.eval.extension, cfg.train.seq_len
-    if not applies(cfg.encoding):
+def rows(model, evaluate, encoding_dict, ext, *, train_len, lens, task, train_cfg, generator, device,
+         progress=True):
+    """Extension rows for every type x eval length (x fine-tune length when ext.finetune_steps > 0).
+    evaluate(model, L) -> the extrapolation rows of `model` at length L (the runner's scoring knobs, under
+    ext.protocol); ext: the extension knobs (ExtensionConfig); task, train_cfg, generator: fine-tuning."""
+    if not applies(encoding_dict):
         return []
     out = []
-    lens = cfg.eval.resolved_lens(train_len)
     for rope_type in ext.types:
         for L in lens:
             f = factor_for(rope_type, ext, L, train_len)
             scale = scaling(rope_type, f, ext, train_len)
-            m = extended(model, cfg.model, cfg.encoding, rope_type, scale)
-            for r in _eval_at(m, task, cfg, L, device):
+            m = extended(model, encoding_dict, rope_type, scale)
+            for r in evaluate(m, L):
                 r["extra_params"].update(extension=rope_type, factor=f, rope_type=rope_type, scaling=scale)
                 out.append(r)
         if ext.finetune_steps > 0:
-            out += _finetuned(model, task, cfg, rope_type, lens, device, generator, progress)
+            out += _finetuned(model, evaluate, encoding_dict, ext, rope_type, train_len, lens, task, train_cfg,
+                              generator, device, progress)
     if ext.finetune_steps > 0 and ext.types:
         # control: the unscaled RoPE fine-tuned the same way, so an extension's gain is not confused with
         # the gain of the extra training steps (rows: extension 'default', factor 1)
-        out += _finetuned(model, task, cfg, "default", lens, device, generator, progress)
+        out += _finetuned(model, evaluate, encoding_dict, ext, "default", train_len, lens, task, train_cfg,
+                          generator, device, progress)
     return out
 
 
-def _finetuned(model, task, cfg, rope_type, lens, device, generator, progress):
+def _finetuned(model, evaluate, encoding_dict, ext, rope_type, train_len, lens, task, train_cfg, generator, device,
+               progress):
     """Fine-tune a copy at each finetune length with the extension applied, then evaluate all lengths."""
-    ext, train_len = cfg.eval.extension, cfg.train.seq_len
     out = []
     for FL in ext.finetune_lens or [4 * train_len]:
         f = 1.0 if rope_type == "default" else factor_for(rope_type, ext, FL, train_len)
         scale = scaling(rope_type, f, ext, train_len)
-        m = extended(copy.deepcopy(model), cfg.model, cfg.encoding, rope_type, scale)
-        tcfg = dataclasses.replace(cfg.train, seq_len=FL, steps=ext.finetune_steps,
-                                   warmup=max(1, ext.finetune_steps // 10), lr=cfg.train.lr * 0.3)
+        m = extended(copy.deepcopy(model), encoding_dict, rope_type, scale)
+        tcfg = dataclasses.replace(train_cfg, seq_len=FL, steps=ext.finetune_steps,
+                                   warmup=max(1, ext.finetune_steps // 10), lr=train_cfg.lr * 0.3)
         res = train.fit(m, task, tcfg, generator, device, progress, desc=f"finetune {rope_type}@{FL}")
         for L in lens:
-            for r in _eval_at(m, task, cfg, L, device):
+            for r in evaluate(m, L):
                 r["extra_params"].update(extension=rope_type, factor=f, rope_type=rope_type, scaling=scale,
                                          finetune_steps=ext.finetune_steps,
                                          finetune_len=FL, finetune_status=res.status)

@@ -1,7 +1,7 @@
-"""Length extrapolation (DESIGN.md §5): train at train_len, evaluate at eval_len in eval.lens.
+"""Length extrapolation: train at train_len, evaluate at every eval_len of `lens`.
 
 lm: PPL over the scored tokens of each window and NLL of the scored tokens at window positions
->= train_len (that cancels the early-token effect: Press et al. 2022, notes 004). Synthetic tasks:
+>= train_len (that cancels the early-token effect: Press et al. 2022, "Train Short, Test Long", §5). Synthetic tasks:
 accuracy vs length; a generator that takes `depth` (passkey) is evaluated over (length x depth),
 with `protocol` = "depth=<d>". A length the encoding cannot represent (learned table) is a NaN row
 whose params carry the reason, never a crash."""
@@ -67,20 +67,22 @@ def by_position_rows(by_pos, eval_len, protocol, width):
     return rows
 
 
-def lm_rows(model, data, tokens, cfg, device, progress=True):
-    """PPL and beyond-train NLL at every eval length under each protocol."""
-    train_len = cfg.train.seq_len
-    stride = cfg.eval.stride or max(1, train_len // 2)
-    lens = cfg.eval.resolved_lens(train_len)
-    jobs = [(L, p) for L in lens for p in cfg.eval.protocols()]
+def lm_rows(model, task, *, train_len, lens, protocols, stride, max_tokens, sliding_max_tokens, batch_size,
+            split, device, progress=True):
+    """PPL and beyond-train NLL at every length of `lens` under each protocol, on the task's held-out
+    text of `split` (an LMTask). stride None = train_len // 2; sliding_max_tokens None = max_tokens."""
+    stride = stride or max(1, train_len // 2)
+    lens = sorted(lens)
+    tokens = task.eval_tokens(split, max_tokens + 2 * lens[-1] + 1)  # the sliding protocol's longest span
+    jobs = [(L, p) for L in lens for p in protocols]
     rows = []
     for L, protocol in tqdm(jobs, desc="eval", disable=not progress, leave=False):
         s = min(stride, L) if protocol == "sliding" else None
         label = f"sliding{s}" if protocol == "sliding" else protocol
-        cap = cfg.eval.sliding_max_tokens if protocol == "sliding" and cfg.eval.sliding_max_tokens else cfg.eval.max_tokens
-        windows = data.eval_windows(tokens, L, protocol=protocol, stride=s, max_tokens=cap)
+        cap = sliding_max_tokens if protocol == "sliding" and sliding_max_tokens else max_tokens
+        windows = task.data.eval_windows(tokens, L, protocol=protocol, stride=s, max_tokens=cap)
         try:
-            nll, nll_far, n, by_pos = lm_nll(model, windows, train_len, cfg.eval.batch_size, device)
+            nll, nll_far, n, by_pos = lm_nll(model, windows, train_len, batch_size, device)
         except ValueError as e:  # the encoding cannot represent this length (its own clear message)
             rows += nan_rows([("ppl", "ppl"), ("nll_beyond_train", "nats")], L, label, str(e))
             continue
@@ -106,26 +108,31 @@ def _accuracy(model, task, n, L, generator, batch_size, device, **extra):
     return tok / n, seq / n
 
 
-def eval_generator(length, seed):
-    """The test set of one (length, seed): every encoding trained with this seed is scored on it (paired
-    design), and each seed draws another (its CIs cover test sampling too). Seed 0 keeps the old sets."""
-    return torch.Generator().manual_seed(1_000_003 + length + 104_729 * seed)
-
-
-def synthetic_rows(model, task, cfg, device, progress=True):
-    """acc (token accuracy on scored positions) and seq_acc vs length; over depth when the task has one."""
+def synthetic_rows(model, task, *, lens, batch_size, device, progress=True):
+    """acc (token accuracy on scored positions) and seq_acc vs length; over depth when the task has one.
+    task: a SyntheticTask (its generator, samples per length, depths and seed set the test sets)."""
     takes_depth = "depth" in inspect.signature(task.fn).parameters
-    grid = [{"depth": float(d)} for d in cfg.task.depths] if takes_depth else [{}]
-    jobs = [(L, g) for L in cfg.eval.resolved_lens(cfg.train.seq_len) for g in grid]
+    grid = [{"depth": float(d)} for d in task.depths] if takes_depth else [{}]
+    jobs = [(L, g) for L in sorted(lens) for g in grid]
     rows = []
     for L, extra in tqdm(jobs, desc="eval", disable=not progress, leave=False):
         label = f"depth={extra['depth']:g}" if extra else "iid"
-        generator = eval_generator(L, cfg.seed)
+        generator = task.eval_generator(L)
         try:
-            tok, seq = _accuracy(model, task, cfg.task.eval_samples, L, generator, cfg.eval.batch_size,
-                                 device, **extra)
+            tok, seq = _accuracy(model, task, task.eval_samples, L, generator, batch_size, device, **extra)
         except ValueError as e:
             rows += nan_rows([("acc", "frac"), ("seq_acc", "frac")], L, label, str(e))
             continue
         rows += [_row("acc", L, label, tok, "frac"), _row("seq_acc", L, label, seq, "frac")]
     return rows
+
+
+def rows(model, task, *, train_len, lens, protocols, stride, max_tokens, sliding_max_tokens, batch_size, split,
+         device, progress=True):
+    """The extrapolation rows of `task`: lm_rows for a corpus, synthetic_rows for a generator (which
+    uses only lens, batch_size, device and progress of these knobs)."""
+    if task.kind == "lm":
+        return lm_rows(model, task, train_len=train_len, lens=lens, protocols=protocols, stride=stride,
+                       max_tokens=max_tokens, sliding_max_tokens=sliding_max_tokens, batch_size=batch_size,
+                       split=split, device=device, progress=progress)
+    return synthetic_rows(model, task, lens=lens, batch_size=batch_size, device=device, progress=progress)
