@@ -3,8 +3,9 @@
 
 Kernel rows (harness.measure.precision.precision_report_rows) do not depend on a run, so the report
 computes them once and caches them next to report.md as precision_kernel-<hash>.parquet (the hash covers
-the pipelines and max_len; delete the file to recompute). The pipelines are every conf/precision preset
-plus any other pipeline a run named (precision.pipeline in its .hydra/config.yaml)."""
+the pipelines, max_len, the bias encodings and the rows' fields; delete the file to recompute). The
+pipelines are every conf/precision preset plus any other pipeline a run named (precision.pipeline in its
+.hydra/config.yaml)."""
 import hashlib
 import io
 import json
@@ -17,7 +18,8 @@ import yaml
 
 from harness import results, stats
 from harness.measure.precision import precision_report_rows, safe_length
-from harness.measure.precision_pipelines import MAX_LEN, Pipeline, load_pipeline, pipeline_names
+from harness.measure.precision_bias import bias_encodings
+from harness.measure.precision_pipelines import MAX_LEN, Pipeline, load_pipeline, pipeline_names, row
 from harness.report_tables import ci_table
 
 KL_SAFE = 1e-3  # nats: the model-level "safe" bound on the mean next-token KL against fp32
@@ -38,7 +40,8 @@ def run_pipelines(paths):
 def kernel_rows(paths, out, max_len=MAX_LEN):
     """The kernel-level rows as a DataFrame, computed once per sweep and cached in out."""
     pipelines = [load_pipeline(n) for n in pipeline_names()] + run_pipelines(paths)
-    key = json.dumps([[asdict(p) for p in pipelines], max_len], sort_keys=True)
+    fields = sorted(row("", 0, "", protocol="", dtype=""))  # a cache written with other fields is not read
+    key = json.dumps([[asdict(p) for p in pipelines], max_len, bias_encodings(), fields], sort_keys=True)
     cache = Path(out) / f"precision_kernel-{hashlib.sha256(key.encode()).hexdigest()[:10]}.parquet"
     if cache.exists():
         return pd.read_parquet(cache)
@@ -103,7 +106,7 @@ def _kl_panels(s, title):
 
 
 def _kernel_plots(k, out, made, md):
-    rope = k[k.encoding == "rope"]
+    rope = k[k.pipeline.notna()]  # the RoPE pipelines' rows
     meta = _meta(rope)
     unit_d1 = meta.map(lambda m: m.get("key") == "unit" and m.get("distance") == 1)
     for metric, sel, title, xlabel, name in (
@@ -127,8 +130,8 @@ def _safe_table(k, md_table):
     keep = meta.map(lambda m: m.get("key", "unit") == "unit" and m.get("distance", 1) == 1)
     safe, meta = safe[keep], meta[keep]
     safe["bound"] = meta.map(lambda m: f"{m['of']}<={m['threshold']:g}")
-    safe["row"] = safe.encoding.where(safe.encoding == "rope", safe.encoding + " " + safe.protocol + " " + safe.dtype)
-    safe.loc[safe.encoding == "rope", "row"] = "rope pipeline " + safe.protocol
+    safe["row"] = (safe.encoding + " pipeline " + safe.pipeline).where(
+        safe.pipeline.notna(), safe.encoding + " " + safe.protocol + " " + safe.dtype)
     censored = meta.map(lambda m: m["censored"])
     safe["L"] = safe.value.astype(int).astype(str).where(~censored, safe.value.astype(int).astype(str) + "+")
     pt = safe.pivot_table(index="row", columns="bound", values="L", aggfunc="first").fillna("—")

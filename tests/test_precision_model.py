@@ -1,6 +1,7 @@
 """Model-level precision (issue 4, item 7): exact fp32 baseline, low-precision gaps, rows, config, report."""
 import json
 
+import pandas as pd
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
@@ -9,7 +10,8 @@ from harness import config as config_lib
 from harness import lm, report, results, runner, tasks
 from harness.__main__ import CONF
 from harness.measure import precision_model as PM
-from harness.measure.precision_pipelines import table
+from harness.measure.precision_bias import bias_encodings
+from harness.measure.precision_pipelines import pipeline_names, table
 from tests.test_runner import tiny
 
 SMALL = dict(train_len=16, lens=[16, 64], max_tokens=64, shifts=(0, 200), anchor_shift=16)
@@ -86,8 +88,17 @@ def test_report_precision_section_from_rows(run, tmp_path):
         assert (tmp_path / png).stat().st_size > 0
     cache = list(tmp_path.glob("precision_kernel-*.parquet"))
     assert len(cache) == 1  # computed once; a second build reads it
+    k = pd.read_parquet(cache[0])  # the pipeline marker, not the encoding, tells the RoPE pipeline rows apart
+    assert set(k.pipeline.dropna()) == set(pipeline_names())
+    assert (k.pipeline.notna() == k.protocol.isin(pipeline_names())).all()
+    assert set(k.encoding[k.pipeline.isna()]) == {"rope", "xpos", *bias_encodings()}  # rope: positions rows
     report.build([run[0]], tmp_path, kernel_max_len=256)
     assert list(tmp_path.glob("precision_kernel-*.parquet")) == cache
+
+
+def test_the_bias_study_takes_the_encodings_whose_positions_are_a_bias_alone():
+    """Shaw's bias reads q, and RoPE with a bias (rope_alibi, rope_bias) also rotates: both are left out."""
+    assert bias_encodings() == ("alibi", "fire", "kerple_log", "kerple_power", "t5")
 
 
 def test_precision_group_selects_a_pipeline():

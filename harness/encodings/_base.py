@@ -12,6 +12,7 @@ class Encoding(nn.Module):
     relative = False  # attention logits depend only on m - n (checked by the registry tests)
     rotary = False  # rotate() is an orthogonal map on q and k: norms preserved
     shift_unit = 1  # relative shifts are multiples of this (2D RoPE: the grid width)
+    content_bias = False  # bias() reads q (Shaw's q . R^K term): not a function of positions alone
 
     def embed(self, x, pos):
         """x (B, T, C) token embeddings -> (B, T, C); absolute encodings add here."""
@@ -53,3 +54,14 @@ class Encoding(nn.Module):
     def has_bias(self):
         """True when this encoding adds a score bias, which linear attention cannot take."""
         return type(self).bias is not Encoding.bias
+
+    @property
+    def bias_only(self):
+        """True when positions reach the scores through bias() alone, as a function of positions: no
+        embed, no rotate, and a bias that does not read q. Such a bias is the encoding's whole positional
+        signal and can be measured on its own, from positions (harness/measure/precision_bias.py). False
+        for Shaw (its bias reads q) and for RoPE with a bias (rope_alibi, rope_bias): their rotation is
+        what the RoPE precision pipelines measure, and their bias adds to rotated scores."""
+        cls = type(self)
+        return (self.has_bias and not self.content_bias and cls.embed is Encoding.embed
+                and cls.rotate is Encoding.rotate)

@@ -12,6 +12,7 @@ class Shaw(Encoding):
     R^V changes the attention output, which the bias contract does not cover."""
 
     relative = True
+    content_bias = True
 
     def __init__(self, *, head_dim, max_distance=16):
         super().__init__()

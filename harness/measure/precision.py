@@ -1,8 +1,12 @@
-"""Kernel-level precision study of RoPE (issue 4, items 1-5) against an fp64 reference, as tidy rows.
+"""Kernel-level precision study of RoPE against an fp64 reference, as tidy rows.
 
-Row conventions (DESIGN.md §4 columns; the runner adds run_id, sweep, torch, git_sha, time):
-- `protocol` is the pipeline name (conf/precision/<name>.yaml) for RoPE rows, `positions` for the
-  dtype-level collision rows, and `cast`/`autocast` for the bias encodings and xPos (precision_bias.py).
+Row conventions (the run rows' columns, harness/results.py, where they apply; the runner adds run_id,
+sweep, torch, git_sha, time):
+- `pipeline` is the pipeline name (conf/precision/<name>.yaml) on the rows of a RoPE precision pipeline
+  and None on every other row: it, not the encoding, tells the pipeline rows apart (their `encoding` is
+  rope, and so is that of the dtype-level collision rows).
+- `protocol` is the pipeline name for RoPE pipeline rows, `positions` for the dtype-level collision rows,
+  and `cast`/`autocast` for the bias encodings and xPos (precision_bias.py).
 - `dtype` is the activations dtype (what q/k are held in); `params` is JSON: the pipeline's stage dtypes
   and the measurement's knobs (distance, key, threshold...).
 - `eval_len` is the exclusive upper end of a log-spaced window of the metric's x-axis: windows are
@@ -27,7 +31,7 @@ __all__ = ["bias_rows", "collision_rows", "logit_rows", "phase_error", "phase_ro
 
 def _ids(p, head_dim):
     """The identifying fields of a pipeline's rows."""
-    return dict(protocol=p.name, dtype=p.activations, head_dim=head_dim, **p.dtypes())
+    return dict(pipeline=p.name, protocol=p.name, dtype=p.activations, head_dim=head_dim, **p.dtypes())
 
 
 def phase_rows(pipelines=None, *, head_dim=128, base=10000.0, max_len=MAX_LEN, thresholds=(0.1, 1.0)):
@@ -151,17 +155,18 @@ def collision_rows(pipelines=None, *, dtypes=("fp16", "bf16", "tf32", "fp32"), h
 
 
 def safe_length(rows, threshold, metric="phase_err_rad"):
-    """Per series (encoding, protocol, dtype, head_dim, params) of window rows of `metric`: the length L
-    below which every window's value is <= threshold. A NaN value counts as over. When no window fails,
-    L is the last window's end and params say censored: true (safe at least that far)."""
+    """Per series (encoding, protocol, dtype, head_dim, params, pipeline) of window rows of `metric`: the
+    length L below which every window's value is <= threshold. A NaN value counts as over. When no window
+    fails, L is the last window's end and params say censored: true (safe at least that far)."""
     rows = rows.to_dict("records") if hasattr(rows, "to_dict") else list(rows)
     series = {}
     for r in rows:
         if r["metric"] == metric and r.get("eval_len") is not None:
-            key = (r["encoding"], r["protocol"], r["dtype"], r.get("head_dim"), r["params"])
+            pipeline = r.get("pipeline") if isinstance(r.get("pipeline"), str) else None  # NaN from a frame
+            key = (r["encoding"], r["protocol"], r["dtype"], r.get("head_dim"), r["params"], pipeline)
             series.setdefault(key, []).append((r["eval_len"], r["value"]))
     out = []
-    for (encoding, protocol, dtype, head_dim, params), points in sorted(series.items(), key=str):
+    for (encoding, protocol, dtype, head_dim, params, pipeline), points in sorted(series.items(), key=str):
         points.sort()
         safe, censored = 0, True
         for end, value in points:
@@ -170,8 +175,8 @@ def safe_length(rows, threshold, metric="phase_err_rad"):
                 break
             safe = end
         out.append(row("safe_length", safe, "position", protocol=protocol, dtype=dtype, encoding=encoding,
-                       head_dim=head_dim, **json.loads(params), of=metric, threshold=threshold,
-                       censored=censored))
+                       head_dim=head_dim, pipeline=pipeline, **json.loads(params), of=metric,
+                       threshold=threshold, censored=censored))
     return out
 
 
@@ -211,8 +216,8 @@ def main(argv=None):
     safe["of"] = meta.map(lambda m: f"{m['of']}<={m['threshold']:g}" + (" (d=1)" if "distance" in m else ""))
     # '+' = safe to the end of the grid (censored)
     safe["L"] = safe.value.where(~meta.map(lambda m: m["censored"]), safe.value + 0.5)
-    for enc_is_rope, index in ((True, "protocol"), (False, ["encoding", "protocol", "dtype"])):
-        part = safe[(safe.encoding == "rope") == enc_is_rope]
+    for of_pipeline, index in ((True, "protocol"), (False, ["encoding", "protocol", "dtype"])):
+        part = safe[safe.pipeline.notna() == of_pipeline]
         table_ = part.pivot_table("L", index, "of", aggfunc="min")
         print(table_.map(lambda v: "" if v != v else f"{v:.0f}" + ("+" if v % 1 else "")).to_string(), "\n")
 

@@ -1,4 +1,4 @@
-"""Precision of the bias encodings and xPos in bf16/fp16 against fp64 (issue 4, item 6), as tidy rows.
+"""Precision of the bias encodings and xPos in bf16/fp16 against fp64, as tidy rows.
 
 Two ways a model runs in low precision, one `protocol` each: `cast` (the module cast, model.to(dtype))
 and `autocast` (fp32 module under torch.autocast). Either way the bias is added to the scores in the
@@ -9,13 +9,23 @@ import math
 
 import torch
 
-from harness.encodings import build
+from harness.encodings import ENCODINGS, build
 from harness.encodings.xpos import zeta as xpos_zeta
 from harness.measure.precision_pipelines import DTYPES, MAX_LEN, inv_freq_fp64, row, window_rows, windows
 from harness.rope import apply_rotary
 
-BIAS_ENCODINGS = ("alibi", "t5", "kerple_log", "kerple_power", "fire")
 PROTOCOLS = ("cast", "autocast")
+
+
+def _build(name, n_heads, head_dim=16):
+    """Encoding `name` with the study's model dims (build drops those it does not take)."""
+    return build(name, d_model=n_heads * head_dim, n_heads=n_heads, head_dim=head_dim)
+
+
+def bias_encodings(n_heads=8):
+    """The encodings whose bias is measured: every registered one that is `bias_only` (harness/encodings/
+    _base.py: positions reach its scores through a bias of positions alone), in registry order."""
+    return tuple(name for name in ENCODINGS if _build(name, n_heads).bias_only)
 
 
 def _low(enc, protocol, dtype, call):
@@ -29,22 +39,23 @@ def _low(enc, protocol, dtype, call):
 
 
 @torch.no_grad()
-def bias_rows(encodings=BIAS_ENCODINGS, *, dtypes=("bf16", "fp16"), protocols=PROTOCOLS, n_heads=8,
+def bias_rows(encodings=None, *, dtypes=("bf16", "fp16"), protocols=PROTOCOLS, n_heads=8,
               max_len=MAX_LEN, seed=0):
     """bias_err: max over heads of |bias - fp64 bias| (logits) for a query at max_len - 1 and keys at
     every distance d, per window of d. Far keys carry large negative biases whose absolute rounding is big
     but harmless to softmax; bias_collision_rate is the share of adjacent distances whose biases are
     distinct in fp64 but equal in the dtype (attention can no longer order those keys), mean over heads.
-    FIRE is not translation invariant: its numbers hold for this query position."""
+    FIRE is not translation invariant: its numbers hold for this query position. encodings: names, default
+    bias_encodings()."""
     out, edges = [], windows(max_len)
     q_pos, k_pos = torch.tensor([max_len - 1]), torch.arange(max_len)
 
     def bias(module):  # (H, N) indexed by distance d = max_len - 1 - k
         return module.bias(None, q_pos, k_pos).reshape(-1, max_len).flip(-1)
 
-    for name in encodings:
+    for name in bias_encodings(n_heads) if encodings is None else encodings:
         torch.manual_seed(seed)
-        enc = build(name, n_heads=n_heads).eval()
+        enc = _build(name, n_heads).eval()
         ref = bias(copy.deepcopy(enc).double()).double()  # (H, N)
         distinct = ref[:, 1:] != ref[:, :-1]  # (H, N - 1): pair (d, d + 1) at index d
         for dt in dtypes:

@@ -160,10 +160,11 @@ def windows(max_len):
     return [e for e in edges if e < max_len] + [max_len]
 
 
-def row(metric, value, unit, *, protocol, dtype, eval_len=None, encoding="rope", head_dim=None, **params):
-    """One tidy row; extra keyword knobs go into the JSON `params`."""
-    return dict(encoding=encoding, params=json.dumps(params, sort_keys=True), head_dim=head_dim,
-                metric=metric, eval_len=eval_len, protocol=protocol, dtype=dtype, device="cpu",
+def row(metric, value, unit, *, protocol, dtype, eval_len=None, encoding="rope", head_dim=None, pipeline=None,
+        **params):
+    """One tidy row; extra keyword knobs go into the JSON `params`. `pipeline` marks a RoPE pipeline's rows."""
+    return dict(encoding=encoding, pipeline=pipeline, params=json.dumps(params, sort_keys=True),
+                head_dim=head_dim, metric=metric, eval_len=eval_len, protocol=protocol, dtype=dtype, device="cpu",
                 value=float(value), unit=unit)
 
 
