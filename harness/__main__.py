@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from harness import config as config_lib
 from harness import paths
-from harness import distributed, results, runner
+from harness import distributed, resolvers, results, runner  # noqa: F401 - resolvers: registered on import
 
 CONF = str(paths.conf_dir())  # the checkout's conf/, or the copy a wheel ships (harness/paths.py)
 MULTIRUN_FLAGS = {"-m", "--multirun"}
@@ -113,20 +113,33 @@ def _missing_launcher(name: str) -> str:
             f"{' (' + hint.group(0).strip() + ')' if hint else ''}; usable launchers here: {['basic', *usable]}")
 
 
-def validate(argv):
-    """Compose and validate every job of this command line; returns (sweep dir or None, n jobs)."""
+def _jobs(argv):
+    """(the first job's config with its hydra node, every job's override list) of this command line;
+    inside an initialized config dir. The sweeper's params are resolved (`${encodings:}`, `${seeds}`)."""
     overrides = [a for a in argv if not a.startswith("-")]
     multirun = any(a in MULTIRUN_FLAGS for a in argv)
+    parser = OverridesParser.create()
+    first = [o.input_line if not o.is_sweep_override() else
+             f"{o.get_key_element()}={next(iter(o.sweep_string_iterator()))}"
+             for o in parser.parse_overrides(overrides)]
+    cfg = compose("config", overrides=first, return_hydra_config=True)
+    params = OmegaConf.select(cfg, "hydra.sweeper.params")
+    return cfg, _combinations(overrides, OmegaConf.to_container(params, resolve=True) if multirun and params else None)
+
+
+def jobs(argv):
+    """Every job's override list of this command line, in the order the basic sweeper runs them."""
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        parser = OverridesParser.create()
-        first = [o.input_line if not o.is_sweep_override() else
-                 f"{o.get_key_element()}={next(iter(o.sweep_string_iterator()))}"
-                 for o in parser.parse_overrides(overrides)]
-        cfg = compose("config", overrides=first, return_hydra_config=True)
-        params = OmegaConf.select(cfg, "hydra.sweeper.params")
-        jobs = _combinations(overrides, OmegaConf.to_container(params, resolve=True) if multirun and params else None)
+        return _jobs(argv)[1]
+
+
+def validate(argv):
+    """Compose and validate every job of this command line; returns (sweep dir or None, n jobs)."""
+    multirun = any(a in MULTIRUN_FLAGS for a in argv)
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg, all_jobs = _jobs(argv)
         # jobs that differ only in their seed compose alike (any int is a valid seed): validate one of each
-        distinct = {tuple(o for o in job if not re.fullmatch(r"seed=\d+", o)): job for job in jobs}
+        distinct = {tuple(o for o in job if not re.fullmatch(r"seed=\d+", o)): job for job in all_jobs}
         for job in distinct.values():
             config_lib.to_config(compose("config", overrides=job))
         sweep_dir = Path(OmegaConf.select(cfg, "hydra.sweep.dir")) if multirun else None
@@ -136,7 +149,7 @@ def validate(argv):
     if multirun and distributed.launched() and not launcher.endswith(".BasicLauncher"):
         raise ValueError(f"under torchrun a sweep runs its jobs in turn inside the process group: use "
                          f"hydra/launcher=basic, not {launcher.rpartition('.')[2]}")
-    return sweep_dir, len(jobs)
+    return sweep_dir, len(all_jobs)
 
 
 def _watch(sweep_dir: Path, total: int, stop: threading.Event):

@@ -1,4 +1,5 @@
 """Configuration: the override names users type, presets that compose, and one-line errors."""
+import itertools
 import os
 import subprocess
 import sys
@@ -8,7 +9,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from harness import config as config_lib
-from harness.__main__ import CONF, validate
+from harness import encodings
+from harness.__main__ import CONF, jobs, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,12 +40,90 @@ def test_every_sweep_preset_composes_and_validates(preset):
     assert sweep_dir.name == preset and n_jobs >= 2
 
 
-def test_default_preset_sweeps_every_encoding_over_three_seeds():
-    from harness import encodings
-    _, n_jobs = validate(["-m", "sweep=default"])
-    assert n_jobs == 3 * len(encodings.ENCODINGS)
-    _, n_jobs = validate(["-m", "sweep=default", "seeds=5"])  # the seed count is one override
-    assert n_jobs == 5 * len(encodings.ENCODINGS)
+ALL = "every registered encoding"  # an axis value: the registry (harness/encodings), read when checked
+
+# Each preset's axes, as its file documents them: the jobs are their product, plus sweep=<preset>
+AXES = {
+    "base_ablation": {"seed": range(3), "encoding.base": ["100.0", "1000.0", "10000.0", "100000.0", "500000.0"]},
+    "budget": {"seed": range(3), "budget": ["1x", "4x"],
+               "encoding": ["alibi", "fire", "kerple_log", "learned", "nope", "rope", "sinusoidal", "t5"]},
+    "claims": {"seed": range(5), "encoding": ["rope", "nope"]},
+    "default": {"seed": range(3), "encoding": ALL},
+    "extension": {"seed": range(3)},
+    "lm_eval": {"seed": range(3), "encoding": ALL},
+    "precision": {"seed": range(3), "encoding": ALL},
+    "sizes": {"seed": range(3), "model": ["tiny", "small", "base"], "encoding": ["rope", "alibi"]},
+    "synthetic": {"seed": range(3), "task": ["copy", "reverse", "kv_recall", "passkey", "grid2d"],
+                  "encoding": ["nope", "sinusoidal", "alibi", "rope", "rope2d", "fire"]},
+}
+
+
+def _expected(preset, axes):
+    values = [[f"{k}={v}" for v in (encodings.ENCODINGS if v == ALL else v)] for k, v in axes.items()]
+    return {frozenset((f"sweep={preset}", *job)) for job in itertools.product(*values)}
+
+
+def _job_sets(argv):
+    found = jobs(argv)
+    sets = {frozenset(job) for job in found}
+    assert len(sets) == len(found), f"a job repeats in {argv}"
+    return sets
+
+
+def test_sweep_presets_are_the_test_s_list():
+    assert sorted(AXES) == sorted(p.stem for p in (ROOT / "conf" / "sweep").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("preset", sorted(AXES))
+def test_every_preset_sweeps_its_documented_jobs(preset):
+    assert _job_sets(["-m", f"sweep={preset}"]) == _expected(preset, AXES[preset])
+
+
+def test_the_seed_count_is_one_override():
+    axes = {**AXES["default"], "seed": range(5)}
+    expected = {job | {"seeds=5"} for job in _expected("default", axes)}  # every job carries the override
+    assert _job_sets(["-m", "sweep=default", "seeds=5"]) == expected
+
+
+THROWAWAY = '''"""A throwaway encoding (tests/test_config.py): no positional signal at all."""
+from harness.encodings._base import Encoding
+
+
+class Throwaway(Encoding):
+    """Every hook is the identity."""
+'''
+
+
+@pytest.fixture
+def throwaway(tmp_path, monkeypatch):
+    """A new encoding as a user adds one, kept out of the working tree: its module file in a dir on the
+    harness.encodings package path (found by the registry's own discovery) and its YAML in a config dir
+    on Hydra's search path. Yields (name, the search-path override)."""
+    name = "zz_throwaway"
+    (tmp_path / "modules").mkdir()
+    (tmp_path / "modules" / f"{name}.py").write_text(THROWAWAY)
+    (tmp_path / "conf" / "encoding").mkdir(parents=True)
+    (tmp_path / "conf" / "encoding" / f"{name}.yaml").write_text(f"name: {name}\n")
+    monkeypatch.setattr(encodings, "__path__", [*encodings.__path__, str(tmp_path / "modules")])
+    try:
+        for found, cls in encodings._discover().items():
+            if found not in encodings.ENCODINGS:
+                monkeypatch.setitem(encodings.ENCODINGS, found, cls)
+        assert name in encodings.ENCODINGS
+        yield name, f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
+    finally:
+        sys.modules.pop(f"{encodings.__name__}.{name}", None)
+
+
+@pytest.mark.parametrize("preset", sorted(p for p, axes in AXES.items() if axes.get("encoding") == ALL))
+def test_a_new_encoding_joins_every_all_encodings_sweep(preset, throwaway):
+    name, searchpath = throwaway
+    argv = ["-m", f"sweep={preset}", searchpath]
+    expected = {job | {searchpath} for job in _expected(preset, AXES[preset])}
+    assert f"encoding={name}" in {o for job in expected for o in job}
+    assert _job_sets(argv) == expected
+    _, n_jobs = validate(argv)  # its jobs compose and validate, like every other encoding's
+    assert n_jobs == len(expected)
 
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (Path(ROOT) / "conf" / "sweep").glob("*.yaml")))
