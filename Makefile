@@ -10,11 +10,12 @@ STAMP := $(VENV)/.installed
 # to PyPI's CUDA build silently. macOS: PyPI's wheel is the CPU/MPS build, no index needed. Empty keeps
 # pip's own configuration (index, find-links); a CUDA index gives a GPU build, e.g.
 # `make install TORCH_INDEX=https://download.pytorch.org/whl/cu130`. Later steps run under a constraint
-# that pins whatever torch is there, so they never swap it.
+# that pins whatever torch is there, so they never swap it. A torch wheel pip already has locally (its
+# find-links) is taken first, without asking any index; its dependencies then come from pip's configuration.
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?= $(if $(filter Linux,$(shell uname -s)),https://download.pytorch.org/whl/cpu)
 # Large blocks stay in the heap instead of being returned to the OS: 4 MB allocations varied up to
-# 19x between processes without this (issue 5). Recorded in benchmark output.
+# 19x between processes without this. Recorded in benchmark output.
 BENCH_ENV := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456
 SWEEP ?= default
 SEEDS ?=   # empty: the preset's own seed count (default 3, claims 5); SEEDS=5 runs seeds 0..4
@@ -30,7 +31,9 @@ install: $(STAMP)  ## build .venv: torch (CPU; TORCH_INDEX) first, then the pack
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)" $(if $(strip $(TORCH_INDEX)),--index-url $(strip $(TORCH_INDEX)))
+	$(PY) -c "import torch" 2>/dev/null || { $(PY) -m pip install -q --no-index --no-deps "$(TORCH)" 2>/dev/null \
+		&& $(PY) -m pip install -q "$(TORCH)" \
+		|| $(PY) -m pip install -q "$(TORCH)" $(if $(strip $(TORCH_INDEX)),--index-url $(strip $(TORCH_INDEX))); }
 	$(PY) -c "import torch; print('torch==' + torch.__version__)" > $(VENV)/constraints.txt
 	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e ".[dev]"
 	$(PY) -c "import torch; assert 'torch==' + torch.__version__ == open('$(VENV)/constraints.txt').read().strip(), 'torch was replaced'"
