@@ -68,7 +68,7 @@ RUN ?=
 TASKS ?= pystdlib_ppl,passkey,kv_recall,copy,reverse
 eval: install  ## lm-eval TASKS (default: the offline ones in tasks/) on run dir RUN -> rows in RUN/rows.parquet
 	@test -n "$(RUN)" || { echo "make eval needs RUN=<run dir with checkpoint.pt>, e.g. RUN=results/sweeps/default/encoding=rope"; exit 2; }
-	$(PY) -m harness.eval "$(RUN)" --tasks $(TASKS)
+	$(PY) -m harness.lmeval.rows "$(RUN)" --tasks $(TASKS)
 
 # Claims of the reference notes (issue 8): the sweeps they need (finished runs are skipped), then the table.
 CLAIM_SWEEPS := default base_ablation claims

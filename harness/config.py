@@ -146,7 +146,7 @@ class EvalConfig:
     throughput_repeats: int = 5
     warmup: int = 2
     # lm-eval tasks (tasks/*.yaml or cached hub tasks) run on the trained model in the same job
-    # (harness.eval.rows_for_model); [] = none. `make eval` runs them later on a run dir instead.
+    # (harness.lmeval.rows.rows_for_model); [] = none. `make eval` runs them later on a run dir instead.
     lm_eval_tasks: List[str] = field(default_factory=list)
 
     def __post_init__(self):

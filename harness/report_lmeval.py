@@ -1,4 +1,4 @@
-"""`## lm-eval tasks`: rows of protocol `lm_eval` / `lm_eval:<protocol>` (harness.eval), when present.
+"""`## lm-eval tasks`: rows of protocol `lm_eval` / `lm_eval:<protocol>` (harness.lmeval.rows), when present.
 
 Two uncertainties that answer different questions sit side by side: the ± over seeds (95% t interval of
 the mean over training seeds: retrain the model and the score moves this much) and lm-eval's own stderr

@@ -59,7 +59,7 @@ def measure(model, task, cfg: Config, device, generator, progress):
             cfg.train.seq_len, lens), dtypes=pr.dtypes, protocols=pr.protocols, max_tokens=pr.max_tokens,
             shifts=pr.shifts, anchor_shift=pr.anchor_shift)
     if ev.lm_eval_tasks:  # imported only when asked: lm-eval is a heavy import
-        lm_eval = importlib.import_module("harness.eval")
+        lm_eval = importlib.import_module("harness.lmeval.rows")
         rows += lm_eval.rows_for_model(model, cfg, list(ev.lm_eval_tasks), device=device, progress=progress)
     return rows
 

@@ -89,7 +89,7 @@ def test_wheel_runs_outside_the_checkout(tmp_path):
 
     assert "validate" in run([bin_ / "harness-lm-eval", "--help"], cwd)
     # the packaged tasks load: `include: _generate_template_yaml` and `!function utils.*` resolve there
-    loaded = run([py, "-c", "from harness.eval import TASKS_DIR; from lm_eval.tasks import TaskManager; "
+    loaded = run([py, "-c", "from harness.lmeval.rows import TASKS_DIR; from lm_eval.tasks import TaskManager; "
                             "tm = TaskManager(include_path=str(TASKS_DIR), include_defaults=False); "
                             "print(sorted(tm.load(['copy', 'passkey'])['tasks']))"], cwd)
     assert loaded.strip().splitlines()[-1] == "['copy', 'passkey']"

@@ -16,9 +16,9 @@ from lm_eval.api.model import LM
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from harness import config, data, results, tasks, train
-from harness import eval as lm_eval_rows
+from harness.lmeval import rows as lm_eval_rows
 from harness import model as model_lib
-from harness.lm import HarnessLM, load_run
+from harness.lmeval.model import HarnessLM, load_run
 from harness.measure import extrapolation
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -277,7 +277,7 @@ def test_evaluate_writes_rows_into_the_run(run_dir):
 @pytest.mark.slow
 def test_cli_subprocess(run_dir):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LMEVAL_LOG_LEVEL": "DEBUG"}
-    cmd = [sys.executable, "-m", "harness.lm_eval", "--model", "harness", "--model_args", f"run={run_dir}",
+    cmd = [sys.executable, "-m", "harness.lmeval.cli", "--model", "harness", "--model_args", f"run={run_dir}",
            "--tasks", "passkey,pystdlib_ppl", "--include_path", str(ROOT / "tasks"), "--limit", "2",
            "--device", "cpu"]
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)

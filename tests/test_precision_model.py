@@ -7,7 +7,8 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from harness import config as config_lib
-from harness import lm, report, results, runner, tasks
+from harness import report, results, runner, tasks
+from harness.lmeval.model import load_run
 from harness.__main__ import CONF
 from harness.measure import precision_model as PM
 from harness.measure.precision_bias import bias_encodings
@@ -23,7 +24,7 @@ def run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pm")
     cfg = tiny(tmp, **{"precision.lens": [16, 64], "precision.max_tokens": 64, "precision.shifts": [0, 200]})
     assert runner.run(cfg, tmp / "run", progress=False)["status"] == "ok"
-    cfg, net = lm.load_run(tmp / "run")
+    cfg, net = load_run(tmp / "run")
     return tmp / "run", cfg, net, tasks.build(cfg.task, cfg.seed)
 
 

@@ -114,7 +114,7 @@ def _band(per_seed):
 
 # ---- 3. theta vs attention locality
 def locality(ctx):
-    from harness.lm import load_run  # imports lm-eval: only when a claim needs a checkpoint's model
+    from harness.lmeval.model import load_run  # imports lm-eval: only when a claim needs a checkpoint's model
     points, batch = [], {}
     for seed, d in _checkpoints(ctx, "base_ablation"):
         cfg, net = load_run(d)

@@ -1,4 +1,4 @@
-"""lm-eval tasks as harness rows (DESIGN.md §4): `evaluate(run_dir, tasks)` for a finished run, and
+"""lm-eval tasks as harness rows (the row schema: harness/results.py): `evaluate(run_dir, tasks)` for a finished run, and
 `rows_for_model(model, cfg, tasks)` for the runner right after training.
 
 Rows: metric `<task>/<metric>` (a filter other than lm-eval's `none` is appended: `<task>/<metric>/<filter>`),
@@ -7,7 +7,7 @@ A metric named by a length (our synthetic tasks: RULER-style) becomes metric `<t
 eval_len. loglikelihood_rolling tasks (pystdlib_ppl, wikitext) depend on the window, so they run at
 every eval length under each of the run's protocols: eval_len = window, protocol `lm_eval:<protocol>`.
 
-`python -m harness.eval RUN_DIR --tasks passkey,pystdlib_ppl` (`make eval RUN=... TASKS=...`) writes the
+`python -m harness.lmeval.rows RUN_DIR --tasks passkey,pystdlib_ppl` (`make eval RUN=... TASKS=...`) writes the
 rows into the run's rows.parquet (replacing earlier rows of the same measurement), so results.load and
 the report see them, and logs them to W&B through the run's sink (cfg.wandb)."""
 import argparse
@@ -22,7 +22,7 @@ from lm_eval.tasks import TaskManager
 
 from harness import paths, results, wandb_sink
 from harness.config import to_dict
-from harness.lm import HarnessLM, load_run
+from harness.lmeval.model import HarnessLM, load_run
 
 TASKS_DIR = paths.tasks_dir()
 UNITS = {"byte_perplexity": "ppl", "word_perplexity": "ppl", "bits_per_byte": "bits", "acc": "frac",
@@ -140,7 +140,7 @@ def _merge(run_dir, new):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m harness.eval", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m harness.lmeval.rows", description=__doc__.split("\n\n")[0])
     p.add_argument("run_dir")
     p.add_argument("--tasks", required=True, help="comma-separated lm-eval task names (tasks/ or hub)")
     p.add_argument("--lens", default=None, help="comma-separated windows for rolling tasks (default: the run's)")

@@ -1,17 +1,15 @@
-"""`python -m harness.lm_eval [lm-eval flags]`: lm-eval's own CLI with model `harness` registered.
+"""`python -m harness.lmeval.cli [lm-eval flags]`: lm-eval's own CLI with model `harness` registered.
 
-lm-eval 0.4.x has no plugin discovery for model classes, so this imports harness.lm (which registers
+lm-eval 0.4.x has no plugin discovery for model classes, so this imports harness.lmeval.model (which registers
 `harness`) and runs lm-eval's CLI on the unchanged argv:
 
-    python -m harness.lm_eval --model harness --model_args run=<run_dir> --tasks passkey --include_path tasks/
+    python -m harness.lmeval.cli --model harness --model_args run=<run_dir> --tasks passkey --include_path tasks/
 
 One narrow change: indexing lm-eval's ~15k built-in task configs costs 8-25 s, so `run` first resolves
 the requested tasks against --include_path alone (TaskManager(include_defaults=False)); only when a
 task is not found there (a hub task such as hellaswag) is the full index built, exactly as lm-eval
 would have. This wraps EvaluatorConfig.process_tasks, the one place lm-eval's CLI builds its
-TaskManager; the `ls` and `validate` subcommands are untouched.
-
-(This module shadows nothing: `import lm_eval` is absolute, so it is the installed package.)"""
+TaskManager; the `ls` and `validate` subcommands are untouched."""
 import functools
 import sys
 from unittest import mock
@@ -20,7 +18,7 @@ import lm_eval.tasks
 from lm_eval.__main__ import cli_evaluate
 from lm_eval.config.evaluate_config import EvaluatorConfig
 
-import harness.lm  # noqa: F401 - registers model "harness"
+import harness.lmeval.model  # noqa: F401 - registers model "harness"
 
 NOT_FOUND = "Tasks not found"  # lm-eval's message when a requested task is in no index
 
