@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from harness.measure import precision as P
-from harness.measure.precision_pipelines import (REFERENCE, Pipeline, load_pipeline, pipeline_names, rotate,
-                                                 round_tf32, table)
+from harness.measure.precision_pipelines import (REFERENCE, Pipeline, inv_freq_fp64, load_pipeline, pipeline_names,
+                                                 rotate, round_tf32, table)
 
 PRESETS = ["bf16", "bf16_inv_freq", "bf16_positions", "fp16", "fp32", "hf_bf16", "meta_bf16", "tf32"]
 ROW_KEYS = {"encoding", "params", "head_dim", "metric", "eval_len", "protocol", "dtype", "device", "value", "unit"}
@@ -68,12 +68,76 @@ def test_tf32_rounding_is_nearest_even_on_10_bits():
     assert torch.equal(round_tf32(torch.arange(2049.0)), torch.arange(2049.0))  # exact up to 2048
 
 
-def test_reference_matches_harness_frequencies_and_is_exact():
-    from harness.rope import frequencies
+def test_reference_pipeline_equals_python_fp64():
+    # The fp64 reference against values computed here with Python floats (math.cos/sin of p * theta_j,
+    # theta_j = base^(-2j/d), RoFormer eq. 15): the phase p * theta_j is one double rounding away from exact
+    # (< 131072 * 2^-53 ~ 1.5e-11 rad), so the two agree to ~1e-11.
+    d, base = 64, 1e4
+    theta = [base ** (-2 * j / d) for j in range(d // 2)]
+    assert inv_freq_fp64(d, base).tolist() == pytest.approx(theta, rel=1e-15)
+    pos = torch.cat((torch.arange(20), torch.randint(0, 131072, (200,), generator=torch.Generator().manual_seed(0))))
+    cos, sin = table(REFERENCE, pos, d, base)  # (N, d/2)
+    want_cos = torch.tensor([[math.cos(p * t) for t in theta] for p in pos.tolist()], dtype=torch.float64)
+    want_sin = torch.tensor([[math.sin(p * t) for t in theta] for p in pos.tolist()], dtype=torch.float64)
+    assert cos.dtype == torch.float64 and (cos - want_cos).abs().max() < 1e-10 and (sin - want_sin).abs().max() < 1e-10
+    # the reference rotation, half layout (pair j = (j, j + d/2)): x_j cos - x_{j+d/2} sin, x_{j+d/2} cos + x_j sin
+    x = torch.randn(len(pos), d, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    a, b = x[:, :d // 2], x[:, d // 2:]
+    want = torch.cat((a * want_cos - b * want_sin, b * want_cos + a * want_sin), dim=-1)
+    assert (rotate(REFERENCE, x, cos, sin) - want).abs().max() < 1e-9
+    # and phase_error measures against that value: fp32's error re-derived from its table and the Python phase
+    cos32, sin32 = table("fp32", pos, d, base)
+    got = torch.atan2(sin32.double(), cos32.double())
+    ref = torch.tensor([[p * t for t in theta] for p in pos.tolist()], dtype=torch.float64)
+    want_err = (torch.remainder(got - ref + math.pi, 2 * math.pi) - math.pi).abs().amax(-1)
+    assert (P.phase_error("fp32", d, base, pos) - want_err).abs().max() < 1e-9
 
-    inv32 = frequencies("default", 128, 1e4)[0]
-    assert P.phase_error(REFERENCE, 128, 1e4, torch.arange(100000)).max().item() < 1e-9
-    assert torch.allclose(inv32.double(), 1e4 ** (-torch.arange(0, 128, 2, dtype=torch.float64) / 128), rtol=1e-6)
+
+MANTISSA = {"bf16": 7, "fp16": 10, "tf32": 10, "fp32": 23}  # explicit mantissa bits of each format (IEEE 754, bf16)
+
+
+def held_integer(p, m):
+    """Integer p rounded to a float with m explicit mantissa bits, round half to even, in Python integers:
+    exact below 2^(m+1); above, a multiple of the spacing 2^(floor(log2 p) - m)."""
+    if p < 2 ** (m + 1):
+        return p
+    spacing = 2 ** (p.bit_length() - 1 - m)
+    q, rem = divmod(p, spacing)
+    if 2 * rem > spacing or (2 * rem == spacing and q % 2):
+        q += 1
+    return q * spacing
+
+
+def test_phase_onset_is_the_position_spacing():
+    # positions held in bf16 / fp16, every other stage fp32 (bf16_positions also stores its table in bf16): the
+    # phase error at p is |held(p) - p| * theta_0 with theta_0 = 1, the largest frequency, plus < 0.01 rad of
+    # table and fp32 phase rounding. So the first p over t is the first p whose rounding error exceeds t
+    # (thresholds 0.1 and 1.5 lie between the attainable errors 0, 1, 2): bf16 257 and 514, fp16 2049 and 4098.
+    fp16_positions = Pipeline("fp16_positions", positions="fp16")
+    rows = P.phase_rows(["bf16_positions", fp16_positions], head_dim=32, max_len=8192, thresholds=(0.1, 1.5))
+    onset = {(r["protocol"], json.loads(r["params"])["threshold"]): r["value"] for r in rows
+             if r["metric"] == "phase_err_onset"}
+    for name, dtype in (("bf16_positions", "bf16"), ("fp16_positions", "fp16")):
+        for t in (0.1, 1.5):
+            want = next(p for p in range(8192) if abs(held_integer(p, MANTISSA[dtype]) - p) > t)
+            assert onset[name, t] == want, (name, t)
+    assert (onset["bf16_positions", 0.1], onset["fp16_positions", 1.5]) == (257, 4098)
+
+
+def test_collision_rate_is_one_minus_one_over_the_spacing():
+    # adjacent integers (p, p + 1) in [2^k, 2^(k+1)) held with m mantissa bits share a value at the rate
+    # 1 - 1/spacing = 1 - 2^(m - k) once the spacing 2^(k - m) is >= 2, else 0; checked here also pair by pair
+    # against held_integer (round half to even in Python integers)
+    rows = P.collision_rows(["fp32"], dtypes=("bf16", "fp16", "tf32", "fp32"), max_len=8192)
+    got = {(r["dtype"], r["eval_len"]): r["value"] for r in rows if r["metric"] == "collision_rate"}
+    edges = P.windows(8192)
+    assert len(got) == 4 * (len(edges) - 1)
+    for dtype, m in MANTISSA.items():
+        for lo, hi in zip(edges[:-1], edges[1:]):
+            k = max(lo, 1).bit_length() - 1  # windows are [2^k, 2^(k+1)) above 16
+            closed = max(0.0, 1 - 2.0 ** (m - k)) if lo >= 16 else 0.0
+            by_pair = sum(held_integer(p, m) == held_integer(p + 1, m) for p in range(lo, hi)) / (hi - lo)
+            assert got[dtype, hi] == closed == by_pair, (dtype, lo, hi)
 
 
 def test_fp32_stays_accurate_and_fp16_positions_are_lost_past_65504():
@@ -97,14 +161,8 @@ def test_metric_rows_small_grid():
             + P.collision_rows(["bf16"], **kw))
     _check_rows(rows)
     by = {(r["metric"], r["protocol"], r["dtype"], r["eval_len"], r["params"]): r["value"] for r in rows}
-    # the onset row is the first position whose phase error exceeds the threshold
-    err = P.phase_error("bf16", 32, 1e4, torch.arange(4096))
-    for r in (r for r in rows if r["metric"] == "phase_err_onset" and r["protocol"] == "bf16"):
-        t = json.loads(r["params"])["threshold"]
-        assert r["value"] == float((err > t).nonzero()[0]) and r["value"] < 300
-    # bf16 holds integers exactly only to 256: half of the adjacent positions collide in [256, 512)
-    coll = {r["eval_len"]: r["value"] for r in rows if r["metric"] == "collision_rate" and r["dtype"] == "bf16"}
-    assert coll[256] == 0.0 and coll[512] == 0.5
+    # onsets and collision rates against closed forms: test_phase_onset_is_the_position_spacing,
+    # test_collision_rate_is_one_minus_one_over_the_spacing
     # the relative property: fp32 shift error is tiny, all-bf16 is O(1) at a few thousand positions
     shift = {(r["protocol"], r["eval_len"]): r["value"] for r in rows
              if r["metric"] == "shift_max_err" and json.loads(r["params"])["key"] == "unit"}
