@@ -68,34 +68,44 @@ def _docs(name):
 
 
 @torch.no_grad()
-def _direct_score(net, name, doc):
-    """1.0 or 0.0 for one doc, from the model's logits alone (no HarnessLM): bytes in, no BOS, positions 0..T-1.
-    generate_until tasks: greedy argmax for len(target) steps must give the target; kv_recall (multiple
-    choice): the gold value must have the largest sum of log-probabilities over its bytes."""
+def _direct(net, name, doc):
+    """(score 1.0 or 0.0, evidence) for one doc from the model's logits alone (no HarnessLM): bytes in, no BOS,
+    positions 0..T-1. generate_until tasks: evidence = the greedy argmax bytes for len(target) steps, right
+    if they are the target; kv_recall (multiple choice): evidence = each choice's summed log-probability over
+    its bytes, right if the gold one is the largest."""
     ctx = list(doc["input"].encode())
     if name != "kv_recall":
         seq = list(ctx)
         for _ in range(len(doc["target"].encode())):
             seq.append(int(net(torch.tensor([seq]))[0, -1].argmax()))
-        return float(bytes(seq[len(ctx):]) == doc["target"].encode())
+        return float(bytes(seq[len(ctx):]) == doc["target"].encode()), bytes(seq[len(ctx):])
     lls = []
     for choice in doc["choices"]:
         cont = list(choice.encode())
         lp = net(torch.tensor([ctx + cont[:-1]]))[0].log_softmax(-1)  # (T, 256)
         lls.append(sum(float(lp[len(ctx) - 1 + t, c]) for t, c in enumerate(cont)))
-    return float(max(range(len(lls)), key=lls.__getitem__) == doc["gold"])
+    return float(max(range(len(lls)), key=lls.__getitem__) == doc["gold"]), lls
 
 
 def test_simple_evaluate_offline_tasks_end_to_end(run_dir):
     tm = lm_eval_rows.task_manager(OFFLINE)
     res = simple_evaluate(model="harness", model_args={"run": str(run_dir)}, tasks=OFFLINE, task_manager=tm,
-                          limit=LIMIT, device="cpu", batch_size=4)
+                          limit=LIMIT, device="cpu", batch_size=4, log_samples=True)
     r = res["results"]
     assert set(r) == set(OFFLINE)
     _, net = load_run(run_dir)
     for name, L in FIRST_LEN.items():
-        want = sum(_direct_score(net, name, d) for d in _docs(name)) / LIMIT
-        assert r[name][f"{L},none"] == pytest.approx(want, abs=1e-12), name
+        samples = sorted(res["samples"][name], key=lambda x: x["doc_id"])
+        want = []
+        for doc, sample in zip(_docs(name), samples):
+            score, evidence = _direct(net, name, doc)
+            if name == "kv_recall":  # every choice's log-likelihood, not only which one wins
+                assert [ll for ll, _ in sample["filtered_resps"]] == pytest.approx(evidence, rel=1e-4, abs=1e-4)
+            else:
+                assert sample["filtered_resps"][0].encode("utf-8", "surrogateescape")[:len(evidence)] == evidence
+            assert sample[L] == score
+            want.append(score)
+        assert r[name][f"{L},none"] == pytest.approx(sum(want) / LIMIT, abs=1e-12), name
     # its exact value is test_pystdlib_ppl_equals_runner_ppl's
     assert 1.0 < r["pystdlib_ppl"]["byte_perplexity,none"] < 256.0
 
@@ -121,7 +131,7 @@ class ScriptedLM(LM):
         for r in requests:
             right = self.answer(r.args[0])
             right = right[::-1] if r.task_name == "reverse" else right
-            out.append(right if r.doc_id % 3 != 2 else "x" + right[1:])
+            out.append(right if r.doc_id % 3 != 2 else right[:-1] + "x")  # wrong in the last byte only
         return out
 
     def loglikelihood(self, requests):
