@@ -8,11 +8,16 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from harness import encodings
-from harness.measure.precision_pipelines import Pipeline, load_pipeline, pipeline_names
-from harness.model import ATTENTIONS
+from harness import encodings, synthetic
+from harness.pipelines import Pipeline, load_pipeline, pipeline_names
 
+# The names this schema validates. It owns them; the code below it imports them from here. Encoding and
+# synthetic-task names come from their registries (a module file each), so adding one needs no edit here.
+ATTENTIONS = ("softmax", "linear")
+TASK_NAMES = ("lm", *sorted(synthetic.TASKS))
 PROTOCOLS = ("nonoverlapping", "sliding", "both")
+LOW_DTYPES = ("fp32", "bf16", "fp16")  # model-level precision: the dtype a trained model is run in
+PRECISION_PROTOCOLS = ("cast", "autocast")  # ...by casting the module, or under torch.autocast
 # HF rope_types that rescale a trained RoPE at evaluation time without retraining (longrope needs
 # searched factors, so it is not one of them).
 EXTENSIONS = ("linear", "ntk", "dynamic", "yarn", "llama3")
@@ -70,7 +75,6 @@ class TaskConfig:
     depths: List[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])  # passkey
 
     def __post_init__(self):
-        from harness.tasks import TASK_NAMES  # late: tasks imports data modules
         _choice("task", self.name, TASK_NAMES)
         if any(not 0.0 <= d <= 1.0 for d in self.depths):
             raise ValueError(f"task.depths must lie in [0, 1], got {list(self.depths)}")
@@ -168,7 +172,7 @@ class EvalConfig:
 
 @dataclass
 class PipelineConfig:
-    """A RoPE precision pipeline's stage dtypes (harness.measure.precision_pipelines.Pipeline, which is
+    """A RoPE precision pipeline's stage dtypes (harness.pipelines.Pipeline, which is
     frozen and so cannot take Hydra overrides itself); validated by building that Pipeline."""
 
     name: str = "fp32"
@@ -203,11 +207,10 @@ class PrecisionConfig:
     pipeline: Optional[PipelineConfig] = None
 
     def __post_init__(self):
-        from harness.measure.precision_model import LOW_DTYPES, PROTOCOLS
         for dt in self.dtypes:
             _choice("precision.dtypes entry", dt, LOW_DTYPES)
         for p in self.protocols:
-            _choice("precision.protocols entry", p, PROTOCOLS)
+            _choice("precision.protocols entry", p, PRECISION_PROTOCOLS)
         _positive("precision", self, ("max_tokens",))
         if self.lens is not None and (not self.lens or min(self.lens) < 1):
             raise ValueError(f"precision.lens must be a non-empty list of lengths >= 1, got {self.lens}")

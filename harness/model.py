@@ -6,9 +6,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness import encodings
+from harness.config import ATTENTIONS
 from harness.encodings import Encoding
-
-ATTENTIONS = ("softmax", "linear")
 VOCAB_SIZE = 256  # byte-level
 
 

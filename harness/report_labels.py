@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pandas as pd
 
-from harness.measure.precision_model import PARAM_KEYS
-
 EXTENSION_KEYS = ("extension", "factor", "rope_type", "scaling", "finetune_steps", "finetune_len",
                   "finetune_status", "nan_reason")
-MEASUREMENT_KEYS = ("world_size", "pos_lo", "pos_hi")  # how/where a row was measured: never part of a label
+# how/where a row was measured (torchrun ranks, nll_by_pos bins, the model-level precision study's knobs):
+# never part of a label; tests/test_report.py checks the measurement code's params are all listed here
+MEASUREMENT_KEYS = ("world_size", "pos_lo", "pos_hi", "seq_len", "shift", "anchor_shift")
 
 
 def train_steps(df: pd.DataFrame) -> pd.Series:
@@ -27,7 +27,7 @@ def variants(df: pd.DataFrame, drop=()) -> pd.Series:
     # work on the distinct (encoding, params) pairs: a few dozen, where the rows are thousands
     pairs = df[["encoding", "params"]].drop_duplicates()
     parsed = {p: json.loads(p) for p in pairs.params.unique()}
-    skip = EXTENSION_KEYS + PARAM_KEYS + MEASUREMENT_KEYS
+    skip = EXTENSION_KEYS + MEASUREMENT_KEYS
     own = {p: {k: v for k, v in q.items() if k not in skip} for p, q in parsed.items()}
     core = {}
     for enc, g in pairs.groupby("encoding"):

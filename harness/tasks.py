@@ -6,9 +6,9 @@ The lookup is a dict of task kinds, so adding a synthetic generator adds a task 
 import torch
 
 from harness import positions, synthetic
+from harness.config import TASK_NAMES
 
-LM = "lm"
-TASK_NAMES = (LM, *sorted(synthetic.TASKS))
+LM = TASK_NAMES[0]
 
 
 class LMTask:

@@ -220,3 +220,11 @@ def test_wandb_summary_holds_the_over_seed_interval(tmp_path):
     assert cell["n"] == 4 and cell["mean"] == pytest.approx(want.mean) and cell["lo"] == pytest.approx(want.lo)
     assert report.log_summary([root], tmp_path / "none", "disabled") is None
     assert not (tmp_path / "none").exists()
+
+
+def test_labels_skip_every_measurement_knob_the_measurement_code_writes_into_params():
+    # the report reads labels from the rows alone; a knob added to the precision study's params must be
+    # listed as a measurement key, or every precision variant would get its own label
+    from harness.measure import precision_model
+    from harness.report_labels import MEASUREMENT_KEYS
+    assert set(precision_model.PARAM_KEYS) <= set(MEASUREMENT_KEYS)

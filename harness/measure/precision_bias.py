@@ -9,12 +9,12 @@ import math
 
 import torch
 
+from harness.config import PRECISION_PROTOCOLS as PROTOCOLS
 from harness.encodings import ENCODINGS, build
 from harness.encodings.xpos import zeta as xpos_zeta
 from harness.measure.precision_pipelines import DTYPES, MAX_LEN, inv_freq_fp64, row, window_rows, windows
 from harness.rope import apply_rotary
 
-PROTOCOLS = ("cast", "autocast")
 
 
 def _build(name, n_heads, head_dim=16):

@@ -28,11 +28,11 @@ import math
 import torch
 import torch.nn.functional as F
 
-from harness.measure.precision_bias import PROTOCOLS
+from harness.config import LOW_DTYPES
+from harness.config import PRECISION_PROTOCOLS as PROTOCOLS
 from harness.model import causal_mask
 from harness.measure.precision_pipelines import DTYPES, windows as log_windows
 
-LOW_DTYPES = ("fp32", "bf16", "fp16")
 PARAM_KEYS = ("seq_len", "shift", "anchor_shift")  # measurement knobs in params (not the encoding's)
 
 

@@ -8,66 +8,23 @@ Everything here runs with autocast disabled: a pipeline states its dtypes, autoc
 """
 import json
 import math
-from dataclasses import asdict, dataclass
 
 import torch
-import yaml
 
-from harness import paths
+from harness.pipelines import STAGE_DTYPES, STAGES, Pipeline, load_pipeline, pipeline_names  # noqa: F401
 from harness.rope import apply_rotary, frequencies
 
-CONF_DIR = paths.conf_dir() / "precision"
+# the stage dtype names (harness.pipelines.STAGE_DTYPES, the schema) as torch dtypes
 DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
           "bf16": torch.bfloat16, "fp16": torch.float16}
+assert tuple(DTYPES) == STAGE_DTYPES
 MAX_LEN = 131072  # the longest context the study covers (issue 4: log windows up to 131072)
-STAGES = ("positions", "inv_freq", "phase", "table", "rotation", "activations")
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """The dtype name of each stage; `tf32` is a matmul input format, so only `phase` may take it."""
-
-    name: str
-    positions: str = "fp32"
-    inv_freq: str = "fp32"
-    phase: str = "fp32"
-    table: str = "fp32"
-    rotation: str = "fp32"
-    activations: str = "fp32"
-
-    def __post_init__(self):
-        for stage in STAGES:
-            value = getattr(self, stage)
-            allowed = list(DTYPES) if stage == "phase" else [d for d in DTYPES if d != "tf32"]
-            if value not in allowed:
-                raise ValueError(f"pipeline {self.name!r}: unknown {stage} dtype {value!r}; expected one of {allowed}")
-
-    def dtypes(self):
-        """The stage -> dtype-name mapping (what goes into a row's params)."""
-        return {k: v for k, v in asdict(self).items() if k != "name"}
 
 
 # The reference every metric compares against: every stage in fp64 (not a preset, so not in conf/).
 REFERENCE = Pipeline("fp64", *(["fp64"] * len(STAGES)))
 
 
-def pipeline_names():
-    """Names of the shipped presets: the YAML files in conf/precision/."""
-    return sorted(p.stem for p in CONF_DIR.glob("*.yaml"))
-
-
-def load_pipeline(name):
-    """Read preset `name` from conf/precision/<name>.yaml (values only; behaviour lives here)."""
-    names = pipeline_names()
-    if name not in names:
-        raise ValueError(f"unknown precision pipeline {name!r}; expected one of {names}")
-    values = yaml.safe_load((CONF_DIR / f"{name}.yaml").read_text())
-    if values.get("name", name) != name:
-        raise ValueError(f"conf/precision/{name}.yaml says name: {values['name']!r}; it must be {name!r}")
-    unknown = sorted(set(values) - {"name", *STAGES})
-    if unknown:
-        raise ValueError(f"conf/precision/{name}.yaml has unknown keys {unknown}; expected {['name', *STAGES]}")
-    return Pipeline(**{**values, "name": name})
 
 
 def resolve(pipeline):
