@@ -29,9 +29,6 @@ class Batch:
     mask: torch.Tensor
     pos: torch.Tensor
 
-    def to(self, device) -> "Batch":
-        return Batch(*(t.to(device) for t in (self.x, self.y, self.mask, self.pos)))
-
 
 def _need(task: str, length: int, minimum: int):
     if length < minimum:

@@ -29,7 +29,8 @@ class LMTask:
         return tokens[self.data.eval_offset(tokens.numel(), need, self.seed):]
 
     def describe(self):
-        return {"corpus": self.corpus.name, "sha256": self.corpus.sha256, "bytes": len(self.corpus.data)}
+        return {"corpus": self.corpus.name, "source": self.corpus.source, "sha256": self.corpus.sha256,
+                "bytes": len(self.corpus.data)}
 
     def train_batch(self, batch_size, seq_len, generator):
         """(x, y, mask, pos): (B, T) int64 inputs and targets; every target scored; default positions."""

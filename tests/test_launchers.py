@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STUB = Path(__file__).resolve().parent / "slurm_stub"
 TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog {i * 7 % 13}\n" for i in range(1500))
 DETERMINISTIC = ["train_loss", "ppl", "nll_beyond_train"]
-LAUNCHERS = {"joblib": "JoblibLauncher", "parallel": "JoblibLauncher", "submitit_local": "LocalLauncher",
+LAUNCHERS = {"joblib": "JoblibLauncher", "submitit_local": "LocalLauncher",
              "submitit_slurm": "SlurmLauncher", "ray": "RayLauncher"}
 
 

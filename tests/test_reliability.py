@@ -76,7 +76,7 @@ def test_sigkill_mid_sweep_then_rerun_loses_nothing_and_skips_finished(tmp_path)
 
 @pytest.mark.slow
 def test_parallel_jobs_with_a_diverging_one_keep_every_row(tmp_path):
-    cmd = command(tmp_path, "hydra/launcher=parallel", "encoding=rope,alibi", "train.lr=3e-3,1e30")
+    cmd = command(tmp_path, "hydra/launcher=joblib", "encoding=rope,alibi", "train.lr=3e-3,1e30")
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     dirs = run_dirs(tmp_path)
