@@ -52,7 +52,7 @@ sweep: install  ## train + measure every run of preset SWEEP (default: all encod
 report: install  ## report.md + PNG plots from the rows in $(RESULTS)/$(SWEEP)
 	$(PY) -m harness.report $(RESULTS)/$(SWEEP)
 
-# Kernel speed (issue 5): R = RoPE bytes/s over copy_ bytes/s, alternating in one process.
+# Kernel speed: R = RoPE bytes/s over copy_ bytes/s, alternating in one process.
 BENCH_DEVICE ?= cpu
 bench: install  ## RoPE kernel benchmarks -> results/bench/$(BENCH_DEVICE).{json,csv,png}, R next to targets
 	@mkdir -p results/bench
@@ -63,16 +63,16 @@ bench: install  ## RoPE kernel benchmarks -> results/bench/$(BENCH_DEVICE).{json
 bench-check: install  ## CI gate (< 2 min): fail if a gated kernel's R is > 30% below results/baselines/kernels-cpu.json
 	$(BENCH_ENV) $(PY) -m harness.measure.kernel_bench check --baseline results/baselines/kernels-cpu.json
 
-# lm-eval (issue 6): our tasks (tasks/) and lm-eval's own by name; rows go into the run's rows.parquet.
+# lm-eval: our tasks (tasks/) and lm-eval's own by name; rows go into the run's rows.parquet.
 RUN ?=
 TASKS ?= pystdlib_ppl,passkey,kv_recall,copy,reverse
 eval: install  ## lm-eval TASKS (default: the offline ones in tasks/) on run dir RUN -> rows in RUN/rows.parquet
 	@test -n "$(RUN)" || { echo "make eval needs RUN=<run dir with checkpoint.pt>, e.g. RUN=results/sweeps/default/encoding=rope"; exit 2; }
 	$(PY) -m harness.lmeval.rows "$(RUN)" --tasks $(TASKS)
 
-# Claims of the reference notes (issue 8): the sweeps they need (finished runs are skipped), then the table.
+# Claims about RoPE from the literature: the sweeps they need (finished runs are skipped), then the table.
 CLAIM_SWEEPS := default base_ablation claims
-claims: install  ## test the reference notes' claims -> results/claims/claims.md + plots (< 30 min on 2 cores from scratch)
+claims: install  ## test RoPE claims from the literature -> results/claims/claims.md + plots (< 30 min on 2 cores from scratch)
 	for s in $(CLAIM_SWEEPS); do $(PY) -m harness -m sweep=$$s out=$(dir $(RESULTS)) || exit 1; done
 	$(PY) -m harness.claims --sweeps $(RESULTS) --out $(CLAIMS_OUT)
 

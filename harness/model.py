@@ -38,12 +38,13 @@ def softmax_attention(q, k, v, bias):
 
 
 def _feature(x):
-    """elu + 1: the positive feature map of Katharopoulos et al. 2020 (reference-notes 004 §4.4)."""
+    """elu + 1: the positive feature map of Katharopoulos et al. 2020 (arXiv 2006.16236)."""
     return F.elu(x) + 1
 
 
 def linear_attention(q, k, v, encoding, pos, eps=1e-6):
-    """Causal linear attention with RoPE in the numerator only (RoFormer §3.3; notes 004 §4.4.2, §5.1.2):
+    """Causal linear attention with RoPE in the numerator only (RoFormer §3.3, arXiv 2104.09864; Su 2021,
+    https://spaces.ac.cn/archives/8265, section 线性场景):
 
     out_i = sum_{j<=i} [R_i f(q_i)]^T [R_j f(k_j)] v_j / sum_{j<=i} f(q_i)^T f(k_j), in O(T) by cumulative
     sums over j of k_j v_j^T (B, H, T, D, Dv); no T x T matrix. The denominator keeps positivity."""

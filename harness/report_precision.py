@@ -1,4 +1,4 @@
-"""The report's precision section (issue 4): kernel-level rows once per sweep, model-level rows per run
+"""The report's precision section: kernel-level rows once per sweep, model-level rows per run
 (aggregated over seeds by harness.stats: mean ± 95% t interval tables, KL curves of the seed means).
 
 Kernel rows (harness.measure.precision.precision_report_rows) do not depend on a run, so the report

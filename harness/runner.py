@@ -54,7 +54,7 @@ def measure(model, task, cfg: Config, device, generator, progress):
     rows += extension.rows(model, at_length, cfg.encoding, ev.extension, train_len=cfg.train.seq_len, lens=lens,
                            task=task, train_cfg=cfg.train, generator=generator, device=device, progress=progress)
     pr = cfg.precision
-    if pr.model_level:  # bf16/fp16 evaluation against fp32 (issue 4, item 7)
+    if pr.model_level:  # bf16/fp16 evaluation against fp32 (the precision study, model level)
         rows += precision_model.rows(model, task, train_len=cfg.train.seq_len, lens=pr.resolved_lens(
             cfg.train.seq_len, lens), dtypes=pr.dtypes, protocols=pr.protocols, max_tokens=pr.max_tokens,
             shifts=pr.shifts, anchor_shift=pr.anchor_shift)

@@ -1,4 +1,4 @@
-"""`make claims` (issue 8): verdict rules on synthetic evidence (trained claims as 95% CIs over seeds), the
+"""`make claims`: verdict rules on synthetic evidence (trained claims as 95% CIs over seeds), the
 interval-vs-threshold helper, the measure functions on a tiny synthetic multi-seed sweep dir, the table
 writer, the registry's fields, and the attention maps recomputed outside the model. No training."""
 import json
@@ -144,7 +144,7 @@ def test_registry_fields():
 
 
 def test_writer(tmp_path):
-    claim = Claim(1, "a | b", "000 §1", "python -m harness.claims --only 1", maths.relative, maths.relative_rule)
+    claim = Claim(1, "a | b", "paper §1", "python -m harness.claims --only 1", maths.relative, maths.relative_rule)
     rows = [(claim, Evidence({"x": 1.0}, "x = 1", "c01.png"), "supported", "because"),
             (claim, None, "inconclusive", "not run")]
     text = write(rows, tmp_path, "header line").read_text()

@@ -1,5 +1,5 @@
 """Encodings against outside references: the ALiBi paper's slope code, HF T5's bucket function, the FIRE
-paper's reference module, rotary-embedding-torch (xPos, axial 2D RoPE), closed forms from the notes."""
+paper's reference module, rotary-embedding-torch (xPos, axial 2D RoPE), closed forms from the papers."""
 import math
 
 import pytest
@@ -150,7 +150,7 @@ def test_sinusoidal_closed_form_and_linear_shift():
     pe = sinusoidal_table(torch.arange(300), d)
     assert pe[37, 6].item() == pytest.approx(math.sin(37 / 10000 ** (6 / d)), abs=1e-12)
     assert pe[37, 7].item() == pytest.approx(math.cos(37 / 10000 ** (6 / d)), abs=1e-12)
-    # reference-notes 003: p_{k+D} = T(D) p_k with T(D) block rotations independent of k
+    # Vaswani et al. 2017 §3.5: p_{k+D} = T(D) p_k with T(D) block rotations independent of k
     delta = 11
     w = 10000 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
     c, s = torch.cos(delta * w), torch.sin(delta * w)

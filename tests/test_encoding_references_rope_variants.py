@@ -122,7 +122,7 @@ def test_rope_bias_is_rope_plus_clipped_relative_scalar():
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_rope_learned_freq_is_rope_with_scaled_frequencies(layout):
-    # reference-notes 004 §5.5.1 as in rope_learned_freq.py's docstring: theta_j = base^(-2j/d) exp(a_j), a_j init 0
+    # as in rope_learned_freq.py's docstring: theta_j = base^(-2j/d) exp(a_j), a_j init 0
     enc = build("rope_learned_freq", head_dim=D, layout=layout, impl="eager").double()
     q, k, pos = _rand(1, H, 10, D), _rand(1, H, 10, D, seed=1), torch.arange(10) * 7
     theta = roformer_theta(D)

@@ -1,4 +1,4 @@
-"""lm-eval integration (issue 6): the `harness` LM honours lm-eval's contract on our offline tasks, the CLI
+"""lm-eval integration: the `harness` LM honours lm-eval's contract on our offline tasks, the CLI
 runs in a subprocess, and pystdlib_ppl equals the runner's own PPL for the same model and protocol."""
 import math
 import os

@@ -17,7 +17,7 @@ def test_linear_attention_linear_form_equals_quadratic(name):
 
 
 def test_linear_attention_rope_only_in_numerator():
-    # notes 004 §4.4.2: the denominator is sum_j f(q_i).f(k_j) without rotation, so it stays positive;
+    # RoFormer §3.3: the denominator is sum_j f(q_i).f(k_j) without rotation, so it stays positive;
     # with no rotation at all (NoPE) the weights are a proper average: constant v gives back v
     q, k = torch.randn(1, 1, 30, 8), torch.randn(1, 1, 30, 8)
     v = torch.ones(1, 1, 30, 8)

@@ -1,4 +1,4 @@
-"""Precision study (issue 4): the public bug reports reproduced as numbers, and the row contract."""
+"""Precision study: the public bug reports reproduced as numbers, and the row contract."""
 import json
 import math
 

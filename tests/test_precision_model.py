@@ -1,4 +1,4 @@
-"""Model-level precision (issue 4, item 7): exact fp32 baseline, low-precision gaps, rows, config, report."""
+"""Model-level precision study: exact fp32 baseline, low-precision gaps, rows, config, report."""
 import json
 
 import pandas as pd

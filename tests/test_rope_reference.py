@@ -1,5 +1,5 @@
 """RoPE maths against outside references: HF transformers (ROPE_INIT_FUNCTIONS, GPT-NeoX apply),
-rotary-embedding-torch (interleaved layout, xPos), closed forms from the reference notes."""
+rotary-embedding-torch (interleaved layout, xPos), closed forms from RoFormer (arXiv 2104.09864) and Su's blog."""
 import math
 
 import pytest
@@ -119,7 +119,7 @@ def test_interleaved_matches_rotary_embedding_torch():
 
 
 def test_notes_elementwise_formula_interleaved():
-    # reference-notes 001: R x = x (*) [cos0, cos0, cos1, cos1, ...] + [-x1, x0, -x3, x2, ...] (*) [sin0, sin0, ...]
+    # RoFormer §3.4.2: R x = x (*) [cos0, cos0, cos1, cos1, ...] + [-x1, x0, -x3, x2, ...] (*) [sin0, sin0, ...]
     T, D = 9, 8
     x = _xqk((T, D))
     cos, sin = rotary_table(frequencies("default", D, 1e4)[0].double(), torch.arange(T), dtype=torch.float64)
@@ -131,7 +131,8 @@ def test_notes_elementwise_formula_interleaved():
 def test_decay_curve_closed_form_and_notes_code():
     # at m = 0 every S_j = j + 1, so the mean over j is (d/2 + 1)/2 exactly
     assert decay_curve(128, 1e4, [0.0])[0].item() == pytest.approx((128 / 2 + 1) / 2, abs=1e-12)
-    # reference-notes 002's numpy loop, transcribed: f(m) = mean_j |sum_{i<=j} e^{i m theta_i}|
+    # Su's decay-curve code (https://spaces.ac.cn/archives/8265, 远程衰减) as a Python loop:
+    # f(m) = mean_j |sum_{i<=j} e^{i m theta_i}|
     d = 64
     def f(m):
         total = 0.0

@@ -1,5 +1,5 @@
-"""`make claims` (issue 8): the reference notes' claims, each with its source, the command that tests it,
-the measured evidence and a verdict computed by a stated rule. Trained-model claims read the runs of sweeps
+"""`make claims`: claims about RoPE from the literature, each with its public source, the command that tests
+it, the measured evidence and a verdict computed by a stated rule. Trained-model claims read the runs of sweeps
 default, base_ablation and claims (conf/sweep/); the others compute from the maths."""
 import dataclasses
 import datetime
@@ -17,38 +17,53 @@ SWEEP_DEFAULT = "make sweep SWEEP=default && "
 
 CLAIMS = [
     Claim(1, "RoPE preserves vector norms and makes q.k depend only on m - n.",
-          "001 (elementwise formula); 003 RoPE; 004 §2.1.9, §2.2.4", f"{CLAIM} 1", maths.relative,
-          maths.relative_rule),
+          "RoFormer §3.2, §3.4.2 (arXiv 2104.09864); Su 2021, https://spaces.ac.cn/archives/8265 (编码形式)",
+          f"{CLAIM} 1", maths.relative, maths.relative_rule),
     Claim(2, "Su's long-range bound decreases with relative distance (and is not monotone).",
-          "002 (decay-curve code); 004 §2.3", f"{CLAIM} 2", maths.su_decay, maths.decay_rule),
+          "RoFormer §3.4.3 (arXiv 2104.09864); Su 2021, https://spaces.ac.cn/archives/8265 (远程衰减)",
+          f"{CLAIM} 2", maths.su_decay, maths.decay_rule),
     Claim(3, "Larger theta concentrates attention near the diagonal, smaller theta flattens it (larger theta = "
-             "smaller base).", "000 §5.3", f"make sweep SWEEP=base_ablation && {CLAIM} 3", trained.locality,
-          trained.locality_rule),
+             "smaller base).", "public RoFormer notes, not in the paper (cos((m-n)theta) ~ 1 - ((m-n)theta)^2/2)",
+          f"make sweep SWEEP=base_ablation && {CLAIM} 3", trained.locality, trained.locality_rule),
     Claim(4, "The receptive-field variant's alpha and rho tune locality; q.k = cos((m-n)phi)a' - sin((m-n)phi)b' "
-             "with phi = alpha/base^rho.", "000 §4.5, §6", f"{CLAIM} 4", maths.receptive_field,
-          maths.receptive_field_rule),
-    Claim(5, "Learnable theta_i initialised at base^(-2i/d) barely move in training.", "002; 004 §5.5.1",
+             "with phi = alpha/base^rho.",
+          "the harness's own variant (rope_rf); the score in the complex form of RoFormer §3.4.3 (arXiv 2104.09864)",
+          f"{CLAIM} 4", maths.receptive_field, maths.receptive_field_rule),
+    Claim(5, "Learnable theta_i initialised at base^(-2i/d) barely move in training.",
+          "Su 2021, https://spaces.ac.cn/archives/8265 (远程衰减: trainable theta_i did not move)",
           f"{SWEEP_DEFAULT}{CLAIM} 5", trained.learned_freq, trained.learned_freq_rule),
     Claim(6, "Base 10000 is best for short and long text, 100 is poor, 100000 is worse at extrapolation.",
-          "004 §4.1.1, §5.3.4", f"make sweep SWEEP=base_ablation && {CLAIM} 6", trained.bases, trained.bases_rule),
-    Claim(7, "RoPE degrades slightly at 2x the train length, noticeably at 4x, badly at 8x.", "004 §4.2.3",
-          f"{SWEEP_DEFAULT}{CLAIM} 7", trained_compare.rope_lengths, trained_compare.rope_lengths_rule),
+          "public RoFormer notes, not in the paper or Su's post; cf. Liu et al. 2023 (arXiv 2310.05209) on base "
+          "and extrapolation", f"make sweep SWEEP=base_ablation && {CLAIM} 6", trained.bases, trained.bases_rule),
+    Claim(7, "RoPE degrades slightly at 2x the train length, noticeably at 4x, badly at 8x.",
+          "public RoFormer notes, not in the paper; cf. Press et al. 2022 (arXiv 2108.12409) Fig. 1, rotary past "
+          "the train length", f"{SWEEP_DEFAULT}{CLAIM} 7", trained_compare.rope_lengths,
+          trained_compare.rope_lengths_rule),
     Claim(8, "Learned absolute PE cannot extrapolate, sinusoidal only slightly; ALiBi and T5 extrapolate.",
-          "003; 004 §4.1.3, §4.3", f"{SWEEP_DEFAULT}{CLAIM} 8", trained_compare.absolute_vs_bias,
-          trained_compare.absolute_vs_bias_rule),
-    Claim(9, "RoPE works in linear attention with RoPE in the numerator only.", "004 §4.4",
+          "Press et al. 2022 (arXiv 2108.12409), §2 and Fig. 1", f"{SWEEP_DEFAULT}{CLAIM} 8",
+          trained_compare.absolute_vs_bias, trained_compare.absolute_vs_bias_rule),
+    Claim(9, "RoPE works in linear attention with RoPE in the numerator only.",
+          "RoFormer §3.3 (arXiv 2104.09864); Su 2021, https://spaces.ac.cn/archives/8265 (线性场景)",
           f"make sweep SWEEP=claims && {SWEEP_DEFAULT}{CLAIM} 9", trained_compare.linear, trained_compare.linear_rule),
-    Claim(10, "FP16 RoPE loses precision; computing the phase in FP32 fixes it.", "004 §4.2.1, §5.2.1",
+    Claim(10, "FP16 RoPE loses precision; computing the phase in FP32 fixes it.",
+          "https://github.com/EleutherAI/gpt-neox/issues/1003 (fp16 tables); "
+          "https://github.com/huggingface/transformers/pull/29285 (phase forced to fp32)",
           f"{CLAIM} 10", costs.fp16, costs.fp16_rule),
     Claim(11, "A precomputed cos/sin cache costs O(L d) memory vs O(d) on the fly, which is slower.",
-          "004 §4.2.2", f"{CLAIM} 11", costs.cache, costs.cache_rule),
+          "public RoFormer notes, not in the paper (the cos/sin cache of GPT-NeoX and HF transformers vs "
+          "recomputing)", f"{CLAIM} 11", costs.cache, costs.cache_rule),
     Claim(12, "RoPE adds no parameters and O(L d) compute, not changing attention's complexity.",
-          "004 §3.5, §4.3", f"{CLAIM} 12", costs.cost, costs.cost_rule),
-    Claim(13, "Sinusoidal PE: p_(k+delta) = T(delta) p_k, a linear map independent of k.", "003 (相对性质)",
+          "RoFormer §3.4.2 (arXiv 2104.09864: fixed theta_i, elementwise O(L d) rotation)",
+          f"{CLAIM} 12", costs.cost, costs.cost_rule),
+    Claim(13, "Sinusoidal PE: p_(k+delta) = T(delta) p_k, a linear map independent of k.",
+          "Vaswani et al. 2017 §3.5 (arXiv 1706.03762); proof: "
+          "https://blog.timodenk.com/linear-relationships-in-the-transformers-positional-encoding/",
           f"{CLAIM} 13", maths.sinusoidal_linear, maths.sinusoidal_linear_rule),
-    Claim(14, "Sinusoidal PE inner products decay with distance.", "003 (远程衰减)", f"{CLAIM} 14",
+    Claim(14, "Sinusoidal PE inner products decay with distance.",
+          "Su 2021, https://spaces.ac.cn/archives/8231 (远程衰减)", f"{CLAIM} 14",
           maths.sinusoidal_decay, maths.decay_rule),
-    Claim(15, "RoPE matches learned PE at in-distribution lengths with zero parameters.", "004 §4.1.3",
+    Claim(15, "RoPE matches learned PE at in-distribution lengths with zero parameters.",
+          "RoFormer §4 (arXiv 2104.09864: GLUE fine-tuning against BERT's learned PE)",
           f"{SWEEP_DEFAULT}{CLAIM} 15", trained_compare.rope_vs_learned, trained_compare.rope_vs_learned_rule),
 ]
 

@@ -1,5 +1,5 @@
 """Claims on RoPE's numerics and cost, tested without training: FP16 phase precision, the cos/sin cache
-trade, parameters and time complexity (reference notes 004 §3.5, §4.2, §4.3, §5.2)."""
+trade, parameters and time complexity (sources per claim in harness/claims/__init__.py)."""
 import torch
 
 from harness import encodings

@@ -1,5 +1,5 @@
 """Claims tested without training: RoPE's algebra, decay bounds, the receptive-field identity,
-and the sinusoidal table's properties (reference notes 000-004). Every measure returns
+and the sinusoidal table's properties (RoFormer, arXiv 2104.09864; Su's blog posts). Every measure returns
 Evidence; every rule turns its numbers into a verdict by the thresholds in its docstring."""
 import math
 

@@ -90,7 +90,7 @@ def write(rows, out_dir, header=""):
     claim's rule with its thresholds). Returns the path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    lines = ["# Claims of the reference notes, tested", "", header, "",
+    lines = ["# Claims about RoPE from the literature, tested", "", header, "",
              "| # | claim | source | command | evidence | n | verdict | reason |",
              "|---|---|---|---|---|---|---|---|"]
     for claim, ev, v, reason in rows:

@@ -1,4 +1,4 @@
-"""The encoding contract (DESIGN.md §2, with the bias hook extended to receive q for Shaw)."""
+"""The encoding contract (DESIGN.md §2)."""
 from torch import nn
 
 

@@ -1,4 +1,4 @@
-"""RoPE (Su et al. 2021, reference-notes 000-004): rotate q and k by position; any base, layout, partial
+"""RoPE (Su et al. 2021, arXiv 2104.09864): rotate q and k by position; any base, layout, partial
 rotary, and the HF rope_types for context extension (PI, NTK, dynamic NTK, YaRN, Llama 3, LongRoPE)."""
 import torch
 

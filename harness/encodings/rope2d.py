@@ -1,4 +1,4 @@
-"""Axial 2D RoPE (reference-notes 004 §5.5.3): R_(h,w) = R_h (x) R_w; half the pairs rotate by the row,
+"""Axial 2D RoPE (Heo et al. 2024, arXiv 2403.13298): R_(h,w) = R_h (x) R_w; half the pairs rotate by the row,
 half by the column. 1-D positions p are read as a row-major grid: (p // width, p % width)."""
 import torch
 

@@ -1,4 +1,7 @@
-"""RoPE plus ALiBi (reference-notes 004 §5.5.2, scheme 2): score = (R_i q)^T (R_j k) - m_h |i - j|."""
+"""RoPE plus ALiBi: score = (R_i q)^T (R_j k) - m_h |i - j|.
+
+A hybrid studied in public RoFormer notes: RoFormer's rotation (Su et al. 2021, arXiv 2104.09864) and ALiBi's
+per-head linear distance penalty (Press et al. 2022, arXiv 2108.12409)."""
 import torch
 
 from harness.encodings.alibi import linear_bias, slopes

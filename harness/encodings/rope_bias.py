@@ -1,6 +1,9 @@
-"""RoPE plus a learned relative bias (reference-notes 004 §5.5.2, scheme 1): score = (R_i q)^T (R_j k) + b_{i-j}.
+"""RoPE plus a learned relative bias: score = (R_i q)^T (R_j k) + b_{i-j}.
 
-b is per head over i - j clipped to [-max_distance, max_distance] (beyond that the edge value, as Shaw)."""
+A hybrid studied in public RoFormer notes: RoFormer's rotation (Su et al. 2021, arXiv 2104.09864) with a learned
+scalar bias per relative distance (T5's bias, Raffel et al. 2020, arXiv 1910.10683, without its log buckets),
+clipped as in Shaw et al. 2018 (arXiv 1803.02155). b is per head over i - j clipped to [-max_distance,
+max_distance] (beyond that the edge value, as Shaw)."""
 import torch
 from torch import nn
 

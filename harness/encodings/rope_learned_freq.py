@@ -1,4 +1,7 @@
-"""RoPE with learnable frequencies (reference-notes 004 §5.5.1): theta_i = base^(-2i/d) * exp(a_i), a_i init 0."""
+"""RoPE with learnable frequencies: theta_i = base^(-2i/d) * exp(a_i), a_i init 0.
+
+Su tried trainable theta_i initialised at 10000^(-2i/d) and found they barely moved (Su 2021,
+https://spaces.ac.cn/archives/8265, section 远程衰减); the log-scale parametrisation exp(a_i) is ours."""
 import torch
 from torch import nn
 

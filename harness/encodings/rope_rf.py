@@ -1,7 +1,9 @@
-"""RoPE with a learnable receptive field (reference-notes 000 §3.2): theta*_j = alpha/base^rho + (1-alpha) theta_j.
+"""RoPE with a learnable receptive field: theta*_j = alpha/base^rho + (1-alpha) theta_j.
 
-phi = alpha/base^rho adds one shared frequency; by the identity of §4.5 the score becomes
-cos((m-n)phi) a'(m-n) - sin((m-n)phi) b'(m-n). alpha = 0 is plain RoPE."""
+The harness's own variant of RoPE (Su et al. 2021, arXiv 2104.09864). phi = alpha/base^rho adds one shared
+frequency; since e^{i(m-n)theta*_j} = e^{i(m-n)phi} e^{i(m-n)(1-alpha)theta_j}, the score becomes
+cos((m-n)phi) a'(m-n) - sin((m-n)phi) b'(m-n), a' and b' the real and imaginary parts of RoPE's complex score sum
+at frequencies (1-alpha) theta_j. alpha = 0 is plain RoPE."""
 import torch
 from torch import nn
 

@@ -1,4 +1,4 @@
-"""Clipped relative key embeddings (Shaw et al. 2018; reference-notes 003): e_ij += q_i . R^K_clip(j-i) / sqrt(d)."""
+"""Clipped relative key embeddings (Shaw et al. 2018, arXiv 1803.02155): e_ij += q_i . R^K_clip(j-i) / sqrt(d)."""
 import math
 
 import torch

@@ -1,4 +1,4 @@
-"""Sinusoidal absolute encoding (Vaswani et al. 2017; reference-notes 003): PE[p, 2i] = sin(p w_i),
+"""Sinusoidal absolute encoding (Vaswani et al. 2017, arXiv 1706.03762): PE[p, 2i] = sin(p w_i),
 PE[p, 2i+1] = cos(p w_i), w_i = base^(-2i/d), added to token embeddings; defined for every position."""
 import torch
 

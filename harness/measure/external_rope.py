@@ -1,4 +1,4 @@
-"""Other projects' RoPE kernels, timed side by side with ours on a GPU (issue 5). Optional: a provider
+"""Other projects' RoPE kernels, timed side by side with ours on a GPU (the kernel benchmark). Optional: a provider
 is offered only where its package imports (`available`). Each is called the way its project calls it.
 
 - `liger`: Liger-Kernel's `LigerRopeFunction` (liger_kernel/ops/rope.py), as HF Llama calls it: q, k

@@ -1,4 +1,4 @@
-"""RoPE's training-step overhead against NoPE (issue 5; EleutherAI measured <= 3% on GPU).
+"""RoPE's training-step overhead against NoPE (EleutherAI measured <= 3% on GPU).
 
 One model shape, one encoding at a time: fwd + bwd + AdamW step on random bytes under the chosen
 autocast dtype, timed after warm-up. The encodings are timed in rounds (nope, rope, rope eager, nope,

@@ -1,4 +1,4 @@
-"""Model-level precision (issue 4, item 7): a trained model evaluated in bf16/fp16 against fp32, as rows.
+"""Model-level precision study: a trained model evaluated in bf16/fp16 against fp32, as rows.
 
 Two ways to run a model in low precision, one `protocol` each (as precision_bias.py): `autocast` (the fp32
 model under torch.autocast) and `cast` (a copy cast with model.to(dtype)). The `dtype` column is the low

@@ -3,7 +3,9 @@
 A pipeline names six dtypes (conf/precision/<name>.yaml): the positions, inv_freq, the phase
 pos x inv_freq, the cos/sin table, the rotation, and the activations q/k entering and leaving it.
 The presets model real code paths: gpt-neox #1003 (fp16 tables), HF transformers #29285 (autocast ran
-the phase matmul in bf16), Modalities #462 (inv_freq cast to bf16), transformers #48450 (TF32 phase).
+the phase matmul in bf16), Modalities #462 (inv_freq cast to bf16), transformers #48450 (TF32 phase):
+https://github.com/EleutherAI/gpt-neox/issues/1003, https://github.com/huggingface/transformers/pull/29285,
+https://github.com/Modalities/modalities/pull/462, https://github.com/huggingface/transformers/issues/48450.
 Everything here runs with autocast disabled: a pipeline states its dtypes, autocast must not change them.
 """
 import json
@@ -18,7 +20,7 @@ from harness.rope import apply_rotary, frequencies
 DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
           "bf16": torch.bfloat16, "fp16": torch.float16}
 assert tuple(DTYPES) == STAGE_DTYPES
-MAX_LEN = 131072  # the longest context the study covers (issue 4: log windows up to 131072)
+MAX_LEN = 131072  # the longest context the study covers (log windows up to 131072)
 
 
 # The reference every metric compares against: every stage in fp64 (not a preset, so not in conf/).
