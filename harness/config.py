@@ -1,14 +1,12 @@
 """Typed configuration: dataclasses registered in Hydra's ConfigStore. Hydra and OmegaConf stop here;
 the rest of the package receives these dataclasses and plain arguments."""
-import hashlib
-import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from harness import encodings, synthetic
+from harness import encodings, resolvers, synthetic  # noqa: F401 - resolvers: conf/ interpolates them
 from harness.pipelines import Pipeline, load_pipeline, pipeline_names
 
 # The names this schema validates. It owns them; the code below it imports them from here. Encoding and
@@ -289,16 +287,4 @@ def from_dict(d: Dict[str, Any]) -> Config:
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), d))
 
 
-def run_name(override_dirname: str) -> str:
-    """Run dir name from Hydra's override_dirname ('default' when there is none). Deterministic, so a
-    rerun finds its dir; '/' cannot nest dirs, and a long name keeps a prefix + hash (255-byte limit)."""
-    name = (override_dirname or "default").replace("/", "_")
-    if len(name) > 120:  # the seed stays readable: runs that differ only in it sit side by side
-        seed = re.search(r"(?:^|,)(seed=\d+)(?=,|$)", name)
-        name = f"{name[:100]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}" + (f",{seed.group(1)}" if seed else "")
-    return name
-
-
 ConfigStore.instance().store(name="base_config", node=Config)
-if not OmegaConf.has_resolver("run_name"):
-    OmegaConf.register_new_resolver("run_name", run_name)

@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from harness import config as config_lib
-from harness import encodings
+from harness import encodings, resolvers
 from harness.__main__ import CONF, jobs, validate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,14 +139,14 @@ def test_every_preset_runs_several_seeds(preset):
 
 def test_run_name_is_stable_and_short():
     long = ",".join(f"k{i}=v{i}" for i in range(60))
-    assert config_lib.run_name(long) == config_lib.run_name(long) and len(config_lib.run_name(long)) < 130
-    assert config_lib.run_name("") == "default" and "/" not in config_lib.run_name("task.corpus=/a/b")
+    assert resolvers.run_name(long) == resolvers.run_name(long) and len(resolvers.run_name(long)) < 130
+    assert resolvers.run_name("") == "default" and "/" not in resolvers.run_name("task.corpus=/a/b")
 
 
 def test_long_run_names_keep_their_seed_readable_and_distinct():
-    names = [config_lib.run_name(",".join([f"k{i}=v{i}" for i in range(40)] + [f"seed={s}"])) for s in (0, 1)]
+    names = [resolvers.run_name(",".join([f"k{i}=v{i}" for i in range(40)] + [f"seed={s}"])) for s in (0, 1)]
     assert names[0] != names[1] and names[0].endswith(",seed=0") and names[1].endswith(",seed=1")
-    assert config_lib.run_name("encoding=rope,seed=2") == "encoding=rope,seed=2"
+    assert resolvers.run_name("encoding=rope,seed=2") == "encoding=rope,seed=2"
 
 
 BAD = [
