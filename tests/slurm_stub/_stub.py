@@ -19,6 +19,14 @@ def _expand(pattern, env):
     return pattern.replace("%t", env.get("SLURM_PROCID", "0"))
 
 
+def _set(state, text):
+    """Write a state file atomically: sacct, scancel, the scheduler and the test read these files while
+    they change, and a plain write_text truncates first, so a reader could see an empty state."""
+    tmp = state.with_name(f".{state.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, state)
+
+
 def _flags(script):
     return dict(re.findall(r"^#SBATCH --([\w-]+)(?:=(.*))?$", script, re.M))
 
@@ -35,7 +43,7 @@ def sbatch(args):
     m = re.fullmatch(r"(\d+)-(\d+)(?:%(\d+))?", flags.get("array") or "0-0")
     tasks = list(range(int(m.group(1)), int(m.group(2)) + 1))
     for t in tasks:
-        (STATE / f"{job}_{t}.state").write_text("PENDING")
+        _set(STATE / f"{job}_{t}.state", "PENDING")
     parallel = int(m.group(3) or len(tasks))
     subprocess.Popen([sys.executable, __file__, "_schedule", str(job), str(script_path), str(parallel),
                       *map(str, tasks)], start_new_session=True, stdout=subprocess.DEVNULL,
@@ -56,13 +64,13 @@ def _schedule(job, script_path, parallel, tasks):
                    "SLURM_ARRAY_TASK_ID": str(t), "SLURM_NTASKS": "1", "SLURM_JOB_NUM_NODES": "1",
                    "SLURM_NODEID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_JOB_NODELIST": "localhost"}
             out = open(_expand(flags.get("output", os.devnull), env), "a")
-            state.write_text("RUNNING")
+            _set(state, "RUNNING")
             running[t] = (subprocess.Popen(["bash", script_path], env=env, stdout=out, stderr=subprocess.STDOUT,
                                            start_new_session=True), state)
         for t, (proc, state) in list(running.items()):
             if proc.poll() is not None:
                 if state.read_text() != "CANCELLED":
-                    state.write_text("COMPLETED" if proc.returncode == 0 else "FAILED")
+                    _set(state, "COMPLETED" if proc.returncode == 0 else "FAILED")
                 del running[t]
         time.sleep(0.1)
 
@@ -92,7 +100,7 @@ def scancel(args):
     for job in (a for a in args if not a.startswith("-")):
         for state in STATE.glob(f"{job.split('_')[0]}_*.state"):
             if state.read_text() in ("PENDING", "RUNNING"):
-                state.write_text("CANCELLED")
+                _set(state, "CANCELLED")
 
 
 if __name__ == "__main__":
