@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import torch
 
 import harness
@@ -79,10 +80,21 @@ def read_status(run_dir):
         return None
 
 
+def readable_rows(path):
+    """True when path is a parquet file whose footer reads and whose columns include every COLUMNS name
+    (a truncated or overwritten file fails here: the footer is the file's last bytes)."""
+    try:
+        names = pq.read_schema(path).names
+    except Exception:  # noqa: BLE001 - missing, truncated, not parquet: all mean "no usable rows"
+        return False
+    return set(COLUMNS) <= set(names)
+
+
 def finished(run_dir):
-    """True when run_dir holds rows and a finished status (ok or diverged): resume skips it."""
+    """True when run_dir holds readable rows and a finished status (ok or diverged): resume skips it.
+    A corrupt rows file is not finished, so a rerun measures the run again and replaces it."""
     status = read_status(run_dir)
-    return bool(status) and status.get("status") in FINISHED and (Path(run_dir) / ROWS).exists()
+    return bool(status) and status.get("status") in FINISHED and readable_rows(Path(run_dir) / ROWS)
 
 
 def git_sha():

@@ -63,6 +63,20 @@ def test_finished_needs_rows_and_final_status(tmp_path):
     assert not results.finished(tmp_path)  # a failed run is retried by a rerun
 
 
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "missing_columns"])
+def test_a_corrupt_rows_file_is_not_finished(tmp_path, damage):
+    results.write_json(tmp_path / results.STATUS, {"status": "ok"})
+    results.write_rows(tmp_path, _rows("a"))
+    assert results.finished(tmp_path)
+    f = tmp_path / results.ROWS
+    data = f.read_bytes()
+    if damage == "missing_columns":
+        _rows("a").drop(columns=["value"]).to_parquet(f, index=False)
+    else:
+        f.write_bytes({"truncate": data[: len(data) // 2], "garbage": b"x" * len(data), "empty": b""}[damage])
+    assert not results.finished(tmp_path)  # a rerun measures it again instead of skipping it
+
+
 def test_checkpoint_loads_with_weights_only(tmp_path):
     results.write_checkpoint(tmp_path, {"w": torch.ones(3)}, {"encoding": {"name": "rope"}, "seed": 0})
     ck = torch.load(tmp_path / results.CHECKPOINT, weights_only=True)

@@ -60,6 +60,15 @@ def test_rerun_skips_a_finished_run(tmp_path, monkeypatch):
     assert (tmp_path / "run" / results.ROWS).stat().st_mtime_ns == before
 
 
+def test_a_finished_run_with_corrupt_rows_is_run_again_and_repaired(tmp_path):
+    cfg = tiny(tmp_path)
+    runner.run(cfg, tmp_path / "run", progress=False)
+    rows = tmp_path / "run" / results.ROWS
+    rows.write_bytes(rows.read_bytes()[:100])  # truncated, as by a full disk or a killed copy
+    assert runner.run(cfg, tmp_path / "run", progress=False)["status"] == "ok"
+    assert results.readable_rows(rows) and len(results.load(tmp_path / "run")) > 0
+
+
 def test_unfinished_run_is_restarted(tmp_path):
     results.write_json(tmp_path / "run" / results.STATUS, {"status": "running"})
     assert runner.run(tiny(tmp_path), tmp_path / "run", progress=False)["status"] == "ok"
