@@ -57,14 +57,27 @@ def _one_line(e: BaseException) -> str:
     return line
 
 
-def _unknown_key(message: str):
-    """For an unknown key, a clear line naming the valid keys at its parent; else None."""
+def _group_choices(argv):
+    """The config composed from the command line's group choices alone (encoding=rope, task=kv_recall):
+    what its dotted overrides apply to."""
+    overrides = [a for a in argv if not a.startswith("-") and "=" in a and "." not in a.split("=", 1)[0]]
+    first = [o.split(",")[0] for o in overrides if not o.lstrip("+~").startswith("hydra")]  # a sweep's first value
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        return compose("config", overrides=first)
+
+
+def _unknown_key(message: str, argv=()):
+    """For an unknown key, a clear line naming the valid keys at its parent (in the chosen encoding or task
+    when the parent is one: `encoding.bse` lists rope's parameters); else None."""
     m = re.search(r"Key '[^']+' (?:is )?not in .*?full_key: ([\w.]+)", message, re.S)
     if not m:
         return None
     key = m.group(1)
     parent = key.rpartition(".")[0]
-    node = OmegaConf.structured(config_lib.Config)
+    try:
+        node = _group_choices(argv)
+    except Exception:  # noqa: BLE001 - the choices themselves are wrong: fall back to the schema
+        node = OmegaConf.structured(config_lib.Config)
     node = OmegaConf.select(node, parent) if parent else node
     if not OmegaConf.is_dict(node):
         return None
@@ -210,7 +223,7 @@ def _cli(argv):
                 null = _null_parent(argv)
             except Exception:  # noqa: BLE001 - only a better message; the original stands
                 null = None
-            print(f"harness: error: {_unknown_key(msg) or null or msg}", file=sys.stderr)
+            print(f"harness: error: {_unknown_key(msg, argv) or null or msg}", file=sys.stderr)
             sys.exit(2)
         if sweep_dir is not None:
             stop = threading.Event()

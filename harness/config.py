@@ -1,5 +1,6 @@
 """Typed configuration: dataclasses registered in Hydra's ConfigStore. Hydra and OmegaConf stop here;
 the rest of the package receives these dataclasses and plain arguments."""
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -20,6 +21,15 @@ PRECISION_PROTOCOLS = ("cast", "autocast")  # ...by casting the module, or under
 # searched factors, so it is not one of them).
 EXTENSIONS = ("linear", "ntk", "dynamic", "yarn", "llama3")
 WANDB_MODES = ("offline", "online", "disabled")
+
+
+def task_parameters(name):
+    """The keyword parameters task `name` takes in task.params: its generator's keyword-only arguments
+    (lm takes none; `depth` is the passkey evaluation grid's, task.depths)."""
+    if name not in synthetic.TASKS:
+        return []
+    sig = inspect.signature(synthetic.TASKS[name]).parameters
+    return [k for k, p in sig.items() if p.kind is p.KEYWORD_ONLY and k != "depth"]
 
 
 def protocol_list(protocol):
@@ -74,6 +84,10 @@ class TaskConfig:
 
     def __post_init__(self):
         _choice("task", self.name, TASK_NAMES)
+        takes = task_parameters(self.name)
+        unknown = sorted(set(self.params) - set(takes))
+        if unknown:
+            raise ValueError(f"task {self.name!r} does not take task.params {unknown}; its parameters: {takes}")
         if any(not 0.0 <= d <= 1.0 for d in self.depths):
             raise ValueError(f"task.depths must lie in [0, 1], got {list(self.depths)}")
 

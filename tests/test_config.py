@@ -156,7 +156,25 @@ BAD = [
     (["eval.protocol=both_ways"], ["eval.protocol", "nonoverlapping"]),  # dataclass validation
     (["-m", "encoding=rope,alibl"], ["alibl", "alibi"]),  # a bad value inside a sweep
     (["precision.pipeline.table=fp16"], ["precision.pipeline", "is null", "hf_bf16"]),  # under a null node
+    # the chosen encoding's own keys, not the schema's ['name']
+    (["encoding=rope", "encoding.bse=100"], ["encoding.bse", "'base'", "'layout'"]),
+    (["-m", "encoding=rope,alibi", "encoding.bse=100"], ["encoding.bse", "'base'"]),
+    # task params: the task's YAML lists them; a typo, with or without +, is refused before any work
+    (["task=kv_recall", "task.params.key_ln=3"], ["task.params.key_ln", "'key_len'"]),
+    (["task=kv_recall", "+task.params.key_ln=3"], ["key_ln", "'key_len'"]),
 ]
+
+
+def test_task_params_are_overridable_without_plus_and_reach_the_generator():
+    from harness.__main__ import CONF as conf_dir
+    from hydra import compose, initialize_config_dir
+    with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+        cfg = config_lib.to_config(compose("config", overrides=["task=kv_recall", "task.params.key_len=3"]))
+    assert cfg.task.params == {"key_len": 3}
+    for name in ("kv_recall", "passkey", "grid2d"):  # every YAML lists exactly its generator's parameters
+        with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
+            params = compose("config", overrides=[f"task={name}"]).task.params
+        assert sorted(params) == sorted(config_lib.task_parameters(name)), name
 
 
 @pytest.mark.parametrize("args,words", BAD, ids=[" ".join(a) for a, _ in BAD])
