@@ -31,10 +31,11 @@ def _per_length(fn, lens, metric, unit, protocol):
     return out
 
 
-def measure(model, task, cfg: Config, device, generator, progress):
-    """Throughput, memory, extrapolation, extension and model-level precision rows for a trained model."""
+def measure(model, task, cfg: Config, device, generator, progress, rows):
+    """Throughput, memory, extrapolation, extension and model-level precision rows for a trained model,
+    appended to `rows` as each measurement finishes: a later measurement that fails keeps the earlier ones."""
     lens, ev = cfg.eval.resolved_lens(cfg.train.seq_len), cfg.eval
-    rows = [_rows("train_tokens_per_s", throughput.train_tokens_per_s(
+    rows += [_rows("train_tokens_per_s", throughput.train_tokens_per_s(
                 model, cfg.train, device, warmup=ev.warmup, repeats=ev.throughput_repeats),
                 "tokens/s", eval_len=cfg.train.seq_len),
             _rows("peak_mem_bytes", memory.train_peak_bytes(model, cfg.train, device), "bytes",
@@ -61,7 +62,6 @@ def measure(model, task, cfg: Config, device, generator, progress):
     if ev.lm_eval_tasks:  # imported only when asked: lm-eval is a heavy import
         lm_eval = importlib.import_module("harness.lmeval.rows")
         rows += lm_eval.rows_for_model(model, cfg, list(ev.lm_eval_tasks), device=device, progress=progress)
-    return rows
 
 
 def run(cfg: Config, run_dir, run_id=None, progress=True):
@@ -105,10 +105,10 @@ def run(cfg: Config, run_dir, run_id=None, progress=True):
              _rows("train_loop_tokens_per_s", fit.log[-1]["tokens"] / max(fit.wall_s, 1e-9) if fit.log else 0.0,
                    "tokens/s", world_size=distributed.world_size())]
     try:
-        if fit.status == "ok":
-            rows += measure(net, task, cfg, device, generator, progress)
-        if cfg.checkpoint:
+        if cfg.checkpoint:  # first: a measurement that fails later keeps the trained model
             results.write_checkpoint(run_dir, net.state_dict(), config_dict)
+        if fit.status == "ok":
+            measure(net, task, cfg, device, generator, progress, rows)
     except Exception as e:  # noqa: BLE001 - the run fails with its message; rows so far are kept
         status.update(status="failed", message=f"{type(e).__name__}: {e}",
                       traceback=traceback.format_exc(limit=8))
@@ -121,7 +121,8 @@ def run(cfg: Config, run_dir, run_id=None, progress=True):
         status["wandb_error"] = err
         results.write_json(run_dir / results.STATUS, status)
         print(f"{run_id}: {err} (local results are written)")
-    print(f"{status['status']} {run_id}: {len(df)} rows in {status['wall_s']:.1f}s -> {run_dir}")
+    reason = f" ({status['message']})" if status["status"] == "failed" else ""
+    print(f"{status['status']} {run_id}{reason}: {len(df)} rows in {status['wall_s']:.1f}s -> {run_dir}")
     return status
 
 

@@ -69,6 +69,23 @@ def test_a_finished_run_with_corrupt_rows_is_run_again_and_repaired(tmp_path):
     assert results.readable_rows(rows) and len(results.load(tmp_path / "run")) > 0
 
 
+def test_a_measurement_that_fails_keeps_the_checkpoint_and_the_rows_before_it(tmp_path, monkeypatch, capsys):
+    from harness.measure import precision_model
+
+    def boom(*a, **k):
+        raise RuntimeError("precision study out of memory")
+    monkeypatch.setattr(precision_model, "rows", boom)  # the last measurement before lm-eval
+    status = runner.run(tiny(tmp_path), tmp_path / "run", progress=False)
+    assert status["status"] == "failed" and "out of memory" in status["message"]
+    df = results.load(tmp_path / "run")
+    measured = set(df.metric)
+    assert {"train_loss", "train_tokens_per_s", "peak_mem_bytes", "ppl"} <= measured  # kept, not only train rows
+    assert (df.params.str.contains('"extension"')).any()  # the extension rows measured before it too
+    assert (tmp_path / "run" / results.CHECKPOINT).exists()
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("failed")]
+    assert "(RuntimeError: precision study out of memory)" in line  # the printed line gives the reason
+
+
 def test_unfinished_run_is_restarted(tmp_path):
     results.write_json(tmp_path / "run" / results.STATUS, {"status": "running"})
     assert runner.run(tiny(tmp_path), tmp_path / "run", progress=False)["status"] == "ok"
