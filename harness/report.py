@@ -209,6 +209,8 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t"):
                     f"torch {', '.join(sorted(df.torch.unique()))}; git {', '.join(sorted(df.git_sha.unique()))}.\n",
                     "Every number over seeds is `mean ± half-width of its 95% t interval`; a difference is called "
                     "one only when its paired interval excludes zero, and one seed decides nothing.\n"]
+    if df.attrs.get("failed"):
+        md.append("**Failed runs left out:** " + "; ".join(f"`{p}` ({m})" for p, m in df.attrs["failed"]) + "\n")
     if df.attrs.get("skipped"):
         md.append("**Skipped corrupt rows files:** " + "; ".join(f"`{p}` ({e})" for p, e in df.attrs["skipped"]) + "\n")
     train_lens = sorted(df.train_len.unique())

@@ -138,17 +138,25 @@ def run_dirs(path):
     return sorted({p.parent for p in path.rglob(ROWS)}) if path.is_dir() else []
 
 
-def load(*paths, errors=None) -> pd.DataFrame:
+def load(*paths, errors=None, failed=False) -> pd.DataFrame:
     """All rows under the given run dirs / sweep dirs, concatenated. A corrupt rows file is reported on
     stderr with its path and skipped; the (path, error) pairs are appended to `errors` when given and
-    kept in the frame's attrs["skipped"]."""
+    kept in the frame's attrs["skipped"]. Rows of a run whose status is `failed` (what it measured before
+    the failure) are left out unless failed=True, each such run named on stderr and in attrs["failed"] as
+    (run dir, message): they are incomplete, and must not read as results."""
     skipped = [] if errors is None else errors
-    frames = []
+    frames, left_out = [], []
     for path in paths or ("results",):
         if not Path(path).exists():
             raise FileNotFoundError(f"no results at {path}")
         for d in run_dirs(path):
             f = d / ROWS
+            status = read_status(d) or {}
+            if status.get("status") == "failed" and not failed:
+                left_out.append((str(d), status.get("message", "")))
+                print(f"results.load: leaving out the rows of failed run {d} ({status.get('message', '')})",
+                      file=sys.stderr)
+                continue
             try:
                 df = pd.read_parquet(f)
                 missing = [c for c in COLUMNS if c not in df.columns]
@@ -162,4 +170,5 @@ def load(*paths, errors=None) -> pd.DataFrame:
             frames.append(df[COLUMNS])
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
     out.attrs["skipped"] = list(skipped)
+    out.attrs["failed"] = left_out
     return out

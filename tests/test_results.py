@@ -63,6 +63,16 @@ def test_finished_needs_rows_and_final_status(tmp_path):
     assert not results.finished(tmp_path)  # a failed run is retried by a rerun
 
 
+def test_rows_of_a_failed_run_are_left_out_and_named(tmp_path, capsys):
+    for name, status in (("good", "ok"), ("bad", "failed")):
+        results.write_rows(tmp_path / name, _rows(name))
+        results.write_json(tmp_path / name / results.STATUS, {"status": status, "message": "boom"})
+    df = results.load(tmp_path)
+    assert set(df.run_id) == set(_rows("good").run_id) and df.attrs["failed"] == [(str(tmp_path / "bad"), "boom")]
+    assert "failed run" in capsys.readouterr().err
+    assert len(results.load(tmp_path, failed=True)) == len(_rows("good")) + len(_rows("bad"))
+
+
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "missing_columns"])
 def test_a_corrupt_rows_file_is_not_finished(tmp_path, damage):
     results.write_json(tmp_path / results.STATUS, {"status": "ok"})

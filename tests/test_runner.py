@@ -77,7 +77,8 @@ def test_a_measurement_that_fails_keeps_the_checkpoint_and_the_rows_before_it(tm
     monkeypatch.setattr(precision_model, "rows", boom)  # the last measurement before lm-eval
     status = runner.run(tiny(tmp_path), tmp_path / "run", progress=False)
     assert status["status"] == "failed" and "out of memory" in status["message"]
-    df = results.load(tmp_path / "run")
+    assert results.load(tmp_path / "run").empty  # a failed run's rows never read as results...
+    df = results.load(tmp_path / "run", failed=True)  # ...but they are kept
     measured = set(df.metric)
     assert {"train_loss", "train_tokens_per_s", "peak_mem_bytes", "ppl"} <= measured  # kept, not only train rows
     assert (df.params.str.contains('"extension"')).any()  # the extension rows measured before it too
