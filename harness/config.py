@@ -1,6 +1,8 @@
 """Typed configuration: dataclasses registered in Hydra's ConfigStore. Hydra and OmegaConf stop here;
 the rest of the package receives these dataclasses and plain arguments."""
+import hashlib
 import inspect
+import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -284,6 +286,20 @@ class Config:
 def encoding_params(cfg: Config) -> Dict[str, Any]:
     """The encoding's own parameters (everything but its name), as plain Python values."""
     return {k: v for k, v in cfg.encoding.items() if k != "name"}
+
+
+# Where and how a run is executed, not what it measures: a change here does not make its rows stale.
+NOT_RESULTS = ("out", "threads", "wandb", "sweep", "seeds", "checkpoint")
+
+
+def config_hash(cfg: Config) -> str:
+    """12 hex digits of the resolved config minus NOT_RESULTS, plus the harness version: a finished run
+    whose recorded hash differs was made by another config (a changed default, a pulled change) and
+    is run again instead of being kept."""
+    import harness
+    d = {k: v for k, v in to_dict(cfg).items() if k not in NOT_RESULTS}
+    text = json.dumps([d, harness.__version__], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def to_config(cfg) -> Config:

@@ -87,6 +87,22 @@ def test_a_measurement_that_fails_keeps_the_checkpoint_and_the_rows_before_it(tm
     assert "(RuntimeError: precision study out of memory)" in line  # the printed line gives the reason
 
 
+def test_a_finished_run_is_rerun_when_its_resolved_config_changed(tmp_path, capsys):
+    cfg = tiny(tmp_path)
+    runner.run(cfg, tmp_path / "run", progress=False)
+    first = results.read_status(tmp_path / "run")["config_hash"]
+    moved = tiny(tmp_path, **{"train.lr": 1e-3})  # e.g. a changed default in conf/train/default.yaml
+    where = tiny(tmp_path, **{"threads": 1, "wandb.mode": "offline", "sweep": "other"})  # not what is measured
+    runner.run(where, tmp_path / "run", progress=False)
+    assert "skip" in capsys.readouterr().out and results.read_status(tmp_path / "run")["config_hash"] == first
+    runner.run(moved, tmp_path / "run", progress=False)
+    assert "rerun" in capsys.readouterr().out
+    second = results.read_status(tmp_path / "run")["config_hash"]
+    assert second != first and results.finished(tmp_path / "run")
+    runner.run(moved, tmp_path / "run", progress=False)  # and now it is current: skipped
+    assert "skip" in capsys.readouterr().out
+
+
 def test_unfinished_run_is_restarted(tmp_path):
     results.write_json(tmp_path / "run" / results.STATUS, {"status": "running"})
     assert runner.run(tiny(tmp_path), tmp_path / "run", progress=False)["status"] == "ok"
