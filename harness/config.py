@@ -1,8 +1,5 @@
 """Typed configuration: dataclasses registered in Hydra's ConfigStore. Hydra and OmegaConf stop here;
 the rest of the package receives these dataclasses and plain arguments."""
-import hashlib
-import inspect
-import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -23,15 +20,6 @@ PRECISION_PROTOCOLS = ("cast", "autocast")  # ...by casting the module, or under
 # searched factors, so it is not one of them).
 EXTENSIONS = ("linear", "ntk", "dynamic", "yarn", "llama3")
 WANDB_MODES = ("offline", "online", "disabled")
-
-
-def task_parameters(name):
-    """The keyword parameters task `name` takes in task.params: its generator's keyword-only arguments
-    (lm takes none; `depth` is the passkey evaluation grid's, task.depths)."""
-    if name not in synthetic.TASKS:
-        return []
-    sig = inspect.signature(synthetic.TASKS[name]).parameters
-    return [k for k, p in sig.items() if p.kind is p.KEYWORD_ONLY and k != "depth"]
 
 
 def protocol_list(protocol):
@@ -86,7 +74,7 @@ class TaskConfig:
 
     def __post_init__(self):
         _choice("task", self.name, TASK_NAMES)
-        takes = task_parameters(self.name)
+        takes = synthetic.parameters(self.name) if self.name in synthetic.TASKS else []
         unknown = sorted(set(self.params) - set(takes))
         if unknown:
             raise ValueError(f"task {self.name!r} does not take task.params {unknown}; its parameters: {takes}")
@@ -286,20 +274,6 @@ class Config:
 def encoding_params(cfg: Config) -> Dict[str, Any]:
     """The encoding's own parameters (everything but its name), as plain Python values."""
     return {k: v for k, v in cfg.encoding.items() if k != "name"}
-
-
-# Where and how a run is executed, not what it measures: a change here does not make its rows stale.
-NOT_RESULTS = ("out", "threads", "wandb", "sweep", "seeds", "checkpoint")
-
-
-def config_hash(cfg: Config) -> str:
-    """12 hex digits of the resolved config minus NOT_RESULTS, plus the harness version: a finished run
-    whose recorded hash differs was made by another config (a changed default, a pulled change) and
-    is run again instead of being kept."""
-    import harness
-    d = {k: v for k, v in to_dict(cfg).items() if k not in NOT_RESULTS}
-    text = json.dumps([d, harness.__version__], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def to_config(cfg) -> Config:

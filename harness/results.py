@@ -11,6 +11,7 @@ width. `params` is JSON: the encoding's parameters, plus `extension`, `factor`, 
 `nll_by_pos` rows, plus `nan_reason` on a NaN row the encoding could not measure. `seed` sets init, data
 order and eval text: rows of one seed are paired across encodings; harness.stats aggregates over seeds."""
 import datetime
+import hashlib
 import io
 import json
 import os
@@ -104,6 +105,20 @@ def git_sha():
                               text=True, timeout=5).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+# Where and how a run is executed, not what it measures: a change here does not make its rows stale.
+NOT_RESULTS = ("out", "threads", "wandb", "sweep", "seeds", "checkpoint")
+
+
+def config_hash(cfg) -> str:
+    """12 hex digits of the resolved config minus NOT_RESULTS, plus the harness version: a finished run
+    whose recorded hash differs was made by another config (a changed default, a pulled change) and
+    is run again instead of being kept."""
+    from harness.config import to_dict
+    d = {k: v for k, v in to_dict(cfg).items() if k not in NOT_RESULTS}
+    text = json.dumps([d, harness.__version__], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def base_row(cfg, run_id):

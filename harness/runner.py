@@ -11,7 +11,7 @@ import torch
 
 from harness import model as model_lib
 from harness import distributed, results, tasks, train, wandb_sink
-from harness.config import Config, config_hash, protocol_list, to_dict
+from harness.config import Config, protocol_list, to_dict
 from harness.measure import extension, extrapolation, memory, precision_model, throughput
 
 
@@ -68,7 +68,7 @@ def run(cfg: Config, run_dir, run_id=None, progress=True):
     """Run one job into run_dir; returns its status dict. Skips a finished run (resume)."""
     run_dir = Path(run_dir)
     run_id = run_id or run_dir.name
-    chash = config_hash(cfg)
+    chash = results.config_hash(cfg)
     if results.finished(run_dir):
         status = results.read_status(run_dir)
         if status.get("config_hash", chash) == chash:  # a run recorded before hashes existed is kept
@@ -100,8 +100,8 @@ def run(cfg: Config, run_dir, run_id=None, progress=True):
     if not writer:
         return {"status": fit.status, "message": fit.message, "run_id": run_id, "rank": distributed.rank()}
     results.write_train_log(run_dir, fit.log)
-    status = {"status": fit.status, "message": fit.message, "run_id": run_id, "config_hash": chash, "steps": fit.steps,
-              "train_wall_s": round(fit.wall_s, 3), "task": task.describe(),
+    status = {"status": fit.status, "message": fit.message, "run_id": run_id, "config_hash": chash,
+              "steps": fit.steps, "train_wall_s": round(fit.wall_s, 3), "task": task.describe(),
               "world_size": distributed.world_size()}
     rows = [_rows("train_loss", r["loss"], "nats", step=r["step"]) for r in fit.log]
     rows += [_rows("train_wall_s", fit.wall_s, "s"), _rows("train_steps", fit.steps, "steps"),

@@ -168,6 +168,13 @@ TASKS: Dict[str, Callable[..., Batch]] = {
 }
 
 
+def parameters(name: str):
+    """The keyword parameters generator `name` takes from task.params: its keyword-only arguments, but
+    `depth`, which the passkey evaluation sets itself (task.depths)."""
+    sig = inspect.signature(TASKS[name]).parameters
+    return [k for k, p in sig.items() if p.kind is p.KEYWORD_ONLY and k != "depth"]
+
+
 def eval_generator(length: int, seed: int) -> torch.Generator:
     """The test set of one (length, seed): every encoding trained with this seed is scored on it (paired
     design), and each seed draws another (its CIs cover test sampling too). Seed 0 keeps the old sets."""

@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from harness import config as config_lib
-from harness import encodings, resolvers
+from harness import encodings, resolvers, synthetic
 from harness.__main__ import CONF, jobs, validate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,7 +174,7 @@ def test_task_params_are_overridable_without_plus_and_reach_the_generator():
     for name in ("kv_recall", "passkey", "grid2d"):  # every YAML lists exactly its generator's parameters
         with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
             params = compose("config", overrides=[f"task={name}"]).task.params
-        assert sorted(params) == sorted(config_lib.task_parameters(name)), name
+        assert sorted(params) == sorted(synthetic.parameters(name)), name
 
 
 @pytest.mark.parametrize("args,words", BAD, ids=[" ".join(a) for a, _ in BAD])
