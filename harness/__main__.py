@@ -146,6 +146,17 @@ def jobs(argv):
         return _jobs(argv)[1]
 
 
+def _check_writable(out: Path):
+    """Fail before any work when results cannot be written under `out` (creates nothing)."""
+    probe = out.resolve()
+    while not probe.exists():  # the nearest existing ancestor is where the run dirs would be created
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ValueError(f"cannot write results under out={out}: {probe} is a file, not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write results under out={out}: {probe} is not writable by this user")
+
+
 def validate(argv):
     """Compose and validate every job of this command line; returns (sweep dir or None, n jobs)."""
     multirun = any(a in MULTIRUN_FLAGS for a in argv)
@@ -155,6 +166,7 @@ def validate(argv):
         distinct = {tuple(o for o in job if not re.fullmatch(r"seed=\d+", o)): job for job in all_jobs}
         for job in distinct.values():
             config_lib.to_config(compose("config", overrides=job))
+        _check_writable(Path(str(OmegaConf.select(cfg, "out"))))
         sweep_dir = Path(OmegaConf.select(cfg, "hydra.sweep.dir")) if multirun else None
         launcher = str(OmegaConf.select(cfg, "hydra.launcher._target_"))
         if multirun and launcher == "None":

@@ -33,12 +33,24 @@ ROWS, STATUS, TRAIN_LOG, CHECKPOINT = "rows.parquet", "status.json", "train_log.
 FINISHED = ("ok", "diverged")  # a run with rows and one of these statuses is not run again
 
 
+def _umask():
+    mask = os.umask(0)  # reading the umask means setting it; put it back at once (done once, at import)
+    os.umask(mask)
+    return mask
+
+
+UMASK = _umask()
+
+
 def atomic_write(path, data: bytes):
-    """Write bytes to path via a temp file in the same dir + fsync + rename: readers see old or new."""
+    """Write bytes to path via a temp file in the same dir + fsync + rename: readers see old or new.
+    The file gets the mode a plain open() would give (0666 minus the umask), not mkstemp's 0600, so a team
+    sharing an out= directory can read each other's results."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~UMASK)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

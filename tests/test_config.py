@@ -165,6 +165,18 @@ BAD = [
 ]
 
 
+def test_out_under_a_file_is_one_clear_line_before_any_work(tmp_path):
+    blocker = tmp_path / "results.txt"
+    blocker.write_text("not a directory")
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    p = subprocess.run([sys.executable, "-m", "harness", f"out={blocker}/sub"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=120)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert lines[0].startswith("harness: error: cannot write results under out=") and "is a file" in lines[0]
+    assert blocker.read_text() == "not a directory" and sorted(tmp_path.iterdir()) == [blocker]
+
+
 def test_task_params_are_overridable_without_plus_and_reach_the_generator():
     from harness.__main__ import CONF as conf_dir
     from hydra import compose, initialize_config_dir

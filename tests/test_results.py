@@ -1,5 +1,7 @@
 """Results: atomic run files, the exact row schema, load() over many run dirs, corrupt files reported."""
 import json
+import os
+import stat
 
 import pandas as pd
 import pytest
@@ -61,6 +63,20 @@ def test_finished_needs_rows_and_final_status(tmp_path):
     assert results.finished(tmp_path)
     results.write_json(tmp_path / results.STATUS, {"status": "failed"})
     assert not results.finished(tmp_path)  # a failed run is retried by a rerun
+
+
+def test_result_files_get_the_umask_mode_not_0600(tmp_path):
+    # mkstemp creates 0600 files; a team sharing out= needs the mode open() would give: 0666 & ~umask
+    old = os.umask(0o022)
+    try:
+        results.UMASK = 0o022
+        results.write_json(tmp_path / results.STATUS, {"status": "ok"})
+        results.write_rows(tmp_path, _rows("a"))
+    finally:
+        os.umask(old)
+        results.UMASK = results._umask()
+    for f in (results.STATUS, results.ROWS):
+        assert stat.S_IMODE((tmp_path / f).stat().st_mode) == 0o644, f
 
 
 def test_rows_of_a_failed_run_are_left_out_and_named(tmp_path, capsys):
