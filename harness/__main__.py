@@ -11,6 +11,7 @@ import os
 import re
 import sys
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from tqdm import tqdm
 
 from harness import config as config_lib
 from harness import paths
-from harness import distributed, resolvers, results, runner  # noqa: F401 - resolvers: registered on import
+from harness import distributed, resolvers, results, runlock, runner  # noqa: F401 - resolvers: registered on import
 
 CONF = str(paths.conf_dir())  # the checkout's conf/, or the copy a wheel ships (harness/paths.py)
 MULTIRUN_FLAGS = {"-m", "--multirun"}
@@ -203,16 +204,34 @@ def main(cfg):
     if not c.threads:  # a job uses the CPUs its launcher reserved for it (submitit: cpus_per_task)
         c.threads = OmegaConf.select(hc, "launcher.cpus_per_task") or 0
     distributed.setup(c.device)
-    status = runner.run(c, run_dir, run_id=f"{c.sweep}/{run_dir.name}")
+    # a sweep leaves a run another process is computing to it (its end waits); one run waits for it
+    status = runner.run(c, run_dir, run_id=f"{c.sweep}/{run_dir.name}",
+                        busy="wait" if hc.mode == RunMode.RUN else "skip")
     if status["status"] == "failed" and hc.mode == RunMode.RUN:
         sys.exit(1)
     return status["status"]
 
 
 def _failed(sweep_dir: Path):
-    """'run: message' for every failed run of a finished sweep."""
-    return [f"{p.parent.name}: {s.get('message', '')}" for p in sorted(sweep_dir.glob(f"*/{results.STATUS}"))
-            if (s := results.read_status(p.parent) or {}).get("status") == "failed"]
+    """'run: message' for every failed run of a finished sweep, and for every run still 'running' once no
+    live process holds it (another process computing it stopped: rerunning the command computes it)."""
+    out = []
+    for p in sorted(sweep_dir.glob(f"*/{results.STATUS}")):
+        s = results.read_status(p.parent) or {}
+        if s.get("status") == "failed":
+            out.append(f"{p.parent.name}: {s.get('message', '')}")
+        elif s.get("status") == "running":
+            out.append(f"{p.parent.name}: left unfinished by a process that stopped; rerun the command")
+    return out
+
+
+def _wait_for_others(sweep_dir: Path):
+    """Runs this sweep left to another process (busy) are waited for, so the sweep ends with its rows."""
+    held = runlock.live_locks(sweep_dir)
+    if held:
+        print(f"waiting for {len(held)} run(s) another process is computing: {[p.name for p in held]}")
+    while runlock.live_locks(sweep_dir):
+        time.sleep(runlock.POLL_S)
 
 
 def cli(argv=None):
@@ -246,6 +265,7 @@ def _cli(argv):
             finally:
                 stop.set()
                 watcher.join(timeout=5)
+            _wait_for_others(sweep_dir)
             failed = _failed(sweep_dir)
             if failed:  # the other runs are kept; the sweep still fails loudly
                 print(f"harness: error: {len(failed)} run(s) failed: " + "; ".join(failed), file=sys.stderr)

@@ -1,6 +1,8 @@
-"""One run: build -> train -> measure -> write (DESIGN.md §3). Resume skips a run whose rows exist.
+"""One run: claim -> build -> train -> measure -> write (DESIGN.md §3). Resume skips a finished run; a run
+another live process holds (harness.runlock) is waited for or left to it.
 
-Order of writes: status 'running' first; at the end train_log, checkpoint, rows, then the final status.
+Order of writes: status 'running' first; train_log and checkpoint after training, rows and the final status
+at the end.
 A run killed at any point has no finished status, so a rerun restarts it; a finished run is skipped."""
 import importlib
 import time
@@ -10,7 +12,7 @@ from pathlib import Path
 import torch
 
 from harness import model as model_lib
-from harness import distributed, results, tasks, train, wandb_sink
+from harness import distributed, results, runlock, tasks, train, wandb_sink
 from harness.config import Config, protocol_list, to_dict
 from harness.measure import extension, extrapolation, memory, precision_model, throughput
 
@@ -64,18 +66,40 @@ def measure(model, task, cfg: Config, device, generator, progress, rows):
         rows += lm_eval.rows_for_model(model, cfg, list(ev.lm_eval_tasks), device=device, progress=progress)
 
 
-def run(cfg: Config, run_dir, run_id=None, progress=True):
-    """Run one job into run_dir; returns its status dict. Skips a finished run (resume)."""
+def _finished(run_dir, run_id, chash):
+    """The status of a finished run made by this config (resume skips it), else None (saying why a
+    finished run made by another config is run again)."""
+    if not results.finished(run_dir):
+        return None
+    status = results.read_status(run_dir)
+    if status.get("config_hash", chash) == chash:  # a run recorded before hashes existed is kept
+        print(f"skip {run_id}: finished ({status['status']}) rows exist in {run_dir}")
+        return status
+    print(f"rerun {run_id}: its resolved config changed since it ran (config hash {status['config_hash']} "
+          f"-> {chash}); its rows are replaced")
+    return None
+
+
+def run(cfg: Config, run_dir, run_id=None, progress=True, busy="wait"):
+    """Run one job into run_dir; returns its status dict. Skips a finished run (resume). The run claims its
+    dir first (harness.runlock); when another live process holds it, busy='wait' waits for that process and
+    then skips or runs, busy='skip' returns {'status': 'busy'} at once (a sweep: its end waits for them)."""
     run_dir = Path(run_dir)
     run_id = run_id or run_dir.name
     chash = results.config_hash(cfg)
-    if results.finished(run_dir):
-        status = results.read_status(run_dir)
-        if status.get("config_hash", chash) == chash:  # a run recorded before hashes existed is kept
-            print(f"skip {run_id}: finished ({status['status']}) rows exist in {run_dir}")
-            return status
-        print(f"rerun {run_id}: its resolved config changed since it ran (config hash {status['config_hash']} "
-              f"-> {chash}); its rows are replaced")
+    if distributed.world_size() > 1:  # torchrun: the ranks run one job together; no lock between them
+        return _finished(run_dir, run_id, chash) or _run(cfg, run_dir, run_id, progress, chash)
+    while (lock := runlock.claim(run_dir)) is None:
+        if busy == "skip":
+            print(f"busy {run_id}: being computed by {runlock.describe(runlock.holder(run_dir) or {})}; "
+                  f"left to that process")
+            return {"status": "busy", "run_id": run_id}
+        runlock.wait(run_dir)
+    with lock:
+        return _finished(run_dir, run_id, chash) or _run(cfg, run_dir, run_id, progress, chash)
+
+
+def _run(cfg: Config, run_dir, run_id, progress, chash):
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     device = torch.device(cfg.device)

@@ -1,0 +1,136 @@
+"""A run claims its directory with a lock file, so two sweeps on one `out=` share the work instead of both
+computing every run (DESIGN.md §3).
+
+`<run_dir>/.lock` is created with O_CREAT|O_EXCL (atomic on local disks and on NFS v3+) and holds the
+holder's pid, host, start time and a random token. While the run goes on, a thread refreshes the file's
+mtime every HEARTBEAT_S. A lock is stale, and is taken over, when its holder is a dead pid on this host, or
+when its heartbeat is older than STALE_S (a holder on another host, whose pid cannot be tested; or a pid
+that was reused). Results never depend on the lock: every write is atomic, so a lock wrongly judged stale
+costs a duplicated run, never a lost or mixed row."""
+import json
+import os
+import secrets
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+LOCK = ".lock"
+HEARTBEAT_S = 30.0
+STALE_S = 300.0  # ten missed heartbeats
+POLL_S = 2.0
+
+
+def _path(run_dir) -> Path:
+    return Path(run_dir) / LOCK
+
+
+def holder(run_dir):
+    """The lock's content ({pid, host, since, token} plus its heartbeat `age_s`), or None when unlocked.
+    A lock being written (empty or partial for a moment) reads as {'age_s': ...} alone."""
+    p = _path(run_dir)
+    try:
+        age = time.time() - p.stat().st_mtime
+        text = p.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        info = json.loads(text)
+    except json.JSONDecodeError:
+        info = {}
+    return {**(info if isinstance(info, dict) else {}), "age_s": age}
+
+
+def alive(info) -> bool:
+    """Whether the lock described by `info` (from holder()) still has a live holder."""
+    if info["age_s"] > STALE_S:
+        return False
+    if info.get("host") != socket.gethostname() or "pid" not in info:
+        return True  # another host (or a lock still being written): the heartbeat decides
+    try:
+        os.kill(int(info["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a live process of another user
+        return True
+    return True
+
+
+def describe(info) -> str:
+    since = info.get("since")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)) if since else "?"
+    return f"pid {info.get('pid', '?')} on host {info.get('host', '?')} since {when}"
+
+
+class Lock:
+    """A claimed run dir: heartbeats until release(); release() removes the file only while it is ours."""
+
+    def __init__(self, run_dir, token):
+        self.path, self.token, self._stop = _path(run_dir), token, threading.Event()
+        self._beat = threading.Thread(target=self._heartbeat, daemon=True)
+        self._beat.start()
+
+    def _ours(self) -> bool:
+        try:
+            return json.loads(self.path.read_text()).get("token") == self.token
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    def _heartbeat(self):
+        while not self._stop.wait(HEARTBEAT_S):
+            if self._ours():
+                os.utime(self.path)
+
+    def release(self):
+        self._stop.set()
+        if self._ours():
+            self.path.unlink(missing_ok=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def claim(run_dir):
+    """Claim run_dir: a Lock, or None when a live process holds it. A stale lock is taken over, with one
+    line on stderr naming its holder."""
+    p = _path(run_dir)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(3):  # a takeover can race with another taker; the O_EXCL create decides
+        token = secrets.token_hex(8)
+        try:
+            fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        except FileExistsError:
+            info = holder(run_dir)
+            if info is None:
+                continue  # released in between: try again
+            if alive(info):
+                return None
+            now = holder(run_dir) or {}
+            if now.get("token") == info.get("token"):  # still the lock judged stale, not a new one
+                print(f"{run_dir}: taking over the stale lock of {describe(info)} "
+                      f"(heartbeat {info['age_s']:.0f}s ago)", file=sys.stderr)
+                p.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as f:
+            json.dump({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "token": token}, f)
+        return Lock(run_dir, token)
+    return None
+
+
+def wait(run_dir, say=print):
+    """Block while a live process holds run_dir's lock (saying so once); returns when it is free or stale."""
+    said = False
+    while (info := holder(run_dir)) is not None and alive(info):
+        if not said:
+            say(f"wait {run_dir}: being computed by {describe(info)}")
+            said = True
+        time.sleep(POLL_S)
+
+
+def live_locks(root):
+    """Run dirs under root whose lock has a live holder."""
+    return sorted(p.parent for p in Path(root).glob(f"*/{LOCK}") if (i := holder(p.parent)) and alive(i))
