@@ -79,6 +79,12 @@ def write_train_log(run_dir, log):
                  .to_csv(index=False).encode())
 
 
+def read_train_log(run_dir):
+    """train_log.csv as the list of dicts train.fit logged (empty when the run has none)."""
+    path = Path(run_dir) / TRAIN_LOG
+    return pd.read_csv(path).to_dict("records") if path.exists() else []
+
+
 def write_checkpoint(run_dir, state_dict, config_dict):
     """state_dict + resolved config; loadable with torch.load(..., weights_only=True)."""
     buf = io.BytesIO()

@@ -9,6 +9,7 @@ import time
 import traceback
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from harness import model as model_lib
@@ -66,14 +67,28 @@ def measure(model, task, cfg: Config, device, generator, progress, rows):
         rows += lm_eval.rows_for_model(model, cfg, list(ev.lm_eval_tasks), device=device, progress=progress)
 
 
-def _finished(run_dir, run_id, chash):
-    """The status of a finished run made by this config (resume skips it), else None (saying why a
-    finished run made by another config is run again)."""
+def _log_wandb(cfg, run_dir, run_id, df, train_log, status):
+    """The run's W&B record, after its local files; status.json then says `wandb: done` (and any
+    `wandb_error`, also printed: local results stand either way)."""
+    err = wandb_sink.log(run_dir, cfg.wandb, to_dict(cfg), run_id, cfg.sweep, df, train_log, status)
+    status["wandb"] = "done"
+    if err:
+        status["wandb_error"] = err
+        print(f"{run_id}: {err} (local results are written)")
+    results.write_json(run_dir / results.STATUS, status)
+
+
+def _finished(run_dir, run_id, chash, cfg):
+    """The status of a finished run made by this config (resume skips it, first logging it to W&B if a
+    kill interrupted that), else None (saying why a finished run made by another config is run again)."""
     if not results.finished(run_dir):
         return None
     status = results.read_status(run_dir)
     if status.get("config_hash", chash) == chash:  # a run recorded before hashes existed is kept
         print(f"skip {run_id}: finished ({status['status']}) rows exist in {run_dir}")
+        if status.get("wandb") == "pending" and cfg.wandb.mode != "disabled":
+            log = results.read_train_log(run_dir)
+            _log_wandb(cfg, run_dir, run_id, pd.read_parquet(run_dir / results.ROWS), log, status)
         return status
     print(f"rerun {run_id}: its resolved config changed since it ran (config hash {status['config_hash']} "
           f"-> {chash}); its rows are replaced")
@@ -88,7 +103,7 @@ def run(cfg: Config, run_dir, run_id=None, progress=True, busy="wait"):
     run_id = run_id or run_dir.name
     chash = results.config_hash(cfg)
     if distributed.world_size() > 1:  # torchrun: the ranks run one job together; no lock between them
-        return _finished(run_dir, run_id, chash) or _run(cfg, run_dir, run_id, progress, chash)
+        return _finished(run_dir, run_id, chash, cfg) or _run(cfg, run_dir, run_id, progress, chash)
     while (lock := runlock.claim(run_dir)) is None:
         if busy == "skip":
             print(f"busy {run_id}: being computed by {runlock.describe(runlock.holder(run_dir) or {})}; "
@@ -96,7 +111,7 @@ def run(cfg: Config, run_dir, run_id=None, progress=True, busy="wait"):
             return {"status": "busy", "run_id": run_id}
         runlock.wait(run_dir)
     with lock:
-        return _finished(run_dir, run_id, chash) or _run(cfg, run_dir, run_id, progress, chash)
+        return _finished(run_dir, run_id, chash, cfg) or _run(cfg, run_dir, run_id, progress, chash)
 
 
 def _run(cfg: Config, run_dir, run_id, progress, chash):
@@ -143,12 +158,10 @@ def _run(cfg: Config, run_dir, run_id, progress, chash):
     status["wall_s"] = round(time.perf_counter() - t_start, 3)
     df = results.complete(_steps(rows), results.base_row(cfg, run_id), fit.steps)
     results.write_rows(run_dir, df)
+    if cfg.wandb.mode != "disabled":  # a run killed while logging is logged when resumed (_finished)
+        status["wandb"] = "pending"
     results.write_json(run_dir / results.STATUS, status)
-    err = wandb_sink.log(run_dir, cfg.wandb, config_dict, run_id, cfg.sweep, df, fit.log, status)
-    if err:
-        status["wandb_error"] = err
-        results.write_json(run_dir / results.STATUS, status)
-        print(f"{run_id}: {err} (local results are written)")
+    _log_wandb(cfg, run_dir, run_id, df, fit.log, status)
     reason = f" ({status['message']})" if status["status"] == "failed" else ""
     print(f"{status['status']} {run_id}{reason}: {len(df)} rows in {status['wall_s']:.1f}s -> {run_dir}")
     return status

@@ -1,23 +1,58 @@
 """W&B sink: one run per job, grouped by sweep. Called after the local files are written, so a W&B
-failure can never lose local results; the failure is returned and recorded in status.json."""
+failure can never lose local results; the failure is returned and recorded in status.json.
+
+Online mode first checks that the W&B server answers (PROBE_S, once per process): without a network,
+wandb.init would stall for about 95 s per run. When it does not answer, the run is logged offline
+into the run dir instead, and the returned line says so and how to upload it (`wandb sync`)."""
 import os
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pandas as pd
+
+PROBE_S = 5.0
+_probed = {}  # base URL -> None (answers) or the reason it does not
+
+
+def unreachable(base_url=None):
+    """None when the W&B server at base_url (WANDB_BASE_URL, else api.wandb.ai) answers HTTP within
+    PROBE_S, else the reason. Any HTTP status counts as an answer; urllib honours the proxy variables."""
+    url = base_url or os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")
+    if url not in _probed:
+        try:
+            urllib.request.urlopen(url, timeout=PROBE_S).close()
+            _probed[url] = None
+        except urllib.error.HTTPError:
+            _probed[url] = None
+        except (OSError, ValueError) as e:  # URLError, timeouts, refused, a malformed URL
+            _probed[url] = f"{url} does not answer ({getattr(e, 'reason', e)})"
+    return _probed[url]
+
+
+def _mode(mode):
+    """(the mode to log in, a note when online falls back to offline)."""
+    if mode != "online":
+        return mode, None
+    reason = unreachable()
+    return ("offline", f"wandb online: {reason}; logged offline instead") if reason else ("online", None)
 
 
 def log(run_dir, wandb_cfg, config_dict, run_id, group, rows, train_log, status):
     """Log config, loss curve, final metrics, a Table of the rows and an extrapolation plot.
 
-    Returns None on success (or mode 'disabled'), else a one-line error string."""
+    Returns None on success (or mode 'disabled'), else a one-line error or fallback note."""
     if wandb_cfg.mode == "disabled":
         return None
+    mode, note = _mode(wandb_cfg.mode)
     try:
         os.environ.setdefault("WANDB_SILENT", "true")
         import wandb
         wandb_dir = Path(run_dir) / "wandb_files"
         wandb_dir.mkdir(parents=True, exist_ok=True)
-        run = wandb.init(mode=wandb_cfg.mode, project=wandb_cfg.project, entity=wandb_cfg.entity,
+        if note:
+            note += f" (`wandb sync {wandb_dir}/wandb/offline-run-*` uploads it)"
+        run = wandb.init(mode=mode, project=wandb_cfg.project, entity=wandb_cfg.entity,
                          dir=str(wandb_dir), group=group, name=run_id, job_type="train",
                          config=config_dict, reinit="finish_previous")
         try:
@@ -42,9 +77,9 @@ def log(run_dir, wandb_cfg, config_dict, run_id, group, rows, train_log, status)
                 run.summary[key] = r.value
         finally:
             run.finish()
-        return None
+        return note
     except Exception as e:  # noqa: BLE001 - W&B is a sink: report, never take local results down
-        return f"wandb {wandb_cfg.mode} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return f"wandb {mode} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
 def log_summary(out_dir, mode, group, summary, project="pe-harness", entity=None):
@@ -54,11 +89,14 @@ def log_summary(out_dir, mode, group, summary, project="pe-harness", entity=None
     Returns None on success (or mode 'disabled'), else a one-line error string."""
     if mode == "disabled":
         return None
+    mode, note = _mode(mode)
     try:
         os.environ.setdefault("WANDB_SILENT", "true")
         import wandb
         wandb_dir = Path(out_dir) / "wandb_files"
         wandb_dir.mkdir(parents=True, exist_ok=True)
+        if note:
+            note += f" (`wandb sync {wandb_dir}/wandb/offline-run-*` uploads it)"
         run = wandb.init(mode=mode, project=project, entity=entity, dir=str(wandb_dir), group=group,
                          name=f"{group}/report", job_type="report", reinit="finish_previous")
         try:
@@ -71,6 +109,6 @@ def log_summary(out_dir, mode, group, summary, project="pe-harness", entity=None
                     "mean": r.mean, "lo": r.lo, "hi": r.hi, "n": int(r.n)}
         finally:
             run.finish()
-        return None
+        return note
     except Exception as e:  # noqa: BLE001 - W&B is a sink: the report on disk stands either way
         return f"wandb {mode} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

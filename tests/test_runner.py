@@ -1,4 +1,4 @@
-"""One run in-process: its files, rows, NaN guard, resume, determinism, W&B, extension and learned NaN rows."""
+"""One run in-process: its files, rows, NaN guard, resume, determinism, extension and learned NaN rows."""
 import json
 import math
 
@@ -236,24 +236,6 @@ def test_linear_extension_at_factor_one_is_exactly_the_trained_model(tmp_path):
     ext4 = extension.extended(net, cfg.encoding, "linear",
                               extension.scaling("linear", 4.0, cfg.eval.extension, 16))
     assert not torch.allclose(ext4(x), net(x))
-
-
-def test_wandb_offline_writes_inside_run_dir(tmp_path):
-    status = runner.run(tiny(tmp_path, **{"wandb.mode": "offline"}), tmp_path / "run", progress=False)
-    assert "wandb_error" not in status, status
-    assert list((tmp_path / "run" / "wandb_files").rglob("*.wandb"))
-
-
-def test_wandb_failure_keeps_local_results(tmp_path, monkeypatch):
-    import wandb
-
-    def broken(*a, **k):
-        raise RuntimeError("service unreachable")
-
-    monkeypatch.setattr(wandb, "init", broken)
-    status = runner.run(tiny(tmp_path, **{"wandb.mode": "offline"}), tmp_path / "run", progress=False)
-    assert status["status"] == "ok" and "service unreachable" in status["wandb_error"]
-    assert results.finished(tmp_path / "run") and len(results.load(tmp_path / "run"))
 
 
 def test_extension_after_finetune_adds_rows(tmp_path):

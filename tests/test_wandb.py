@@ -1,0 +1,77 @@
+"""The W&B sink as a run uses it: offline files in the run dir, failures that keep local results, online
+without a server that answers (no stall: logged offline), and a run killed while logging is logged on resume."""
+import socket
+import time
+
+import pytest
+
+from harness import results, runner, train, wandb_sink
+from tests.test_runner import tiny
+
+
+def wandb_files(run_dir):
+    return list((run_dir / "wandb_files").rglob("*.wandb"))
+
+
+def test_wandb_offline_writes_inside_run_dir(tmp_path):
+    status = runner.run(tiny(tmp_path, **{"wandb.mode": "offline"}), tmp_path / "run", progress=False)
+    assert "wandb_error" not in status, status
+    assert list((tmp_path / "run" / "wandb_files").rglob("*.wandb"))
+
+
+def test_wandb_failure_keeps_local_results(tmp_path, monkeypatch):
+    import wandb
+
+    def broken(*a, **k):
+        raise RuntimeError("service unreachable")
+
+    monkeypatch.setattr(wandb, "init", broken)
+    status = runner.run(tiny(tmp_path, **{"wandb.mode": "offline"}), tmp_path / "run", progress=False)
+    assert status["status"] == "ok" and "service unreachable" in status["wandb_error"]
+    assert results.finished(tmp_path / "run") and len(results.load(tmp_path / "run"))
+
+
+@pytest.fixture
+def silent_server(monkeypatch):
+    """A W&B base URL that accepts connections and never answers (a firewall that drops replies, a dead
+    proxy): what made each run stall about 95 s in wandb.init."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{srv.getsockname()[1]}")
+    monkeypatch.setattr(wandb_sink, "PROBE_S", 0.5)
+    monkeypatch.setattr(wandb_sink, "_probed", {})
+    yield
+    srv.close()
+
+
+def test_online_without_an_answering_server_logs_offline_at_once(tmp_path, silent_server, capsys):
+    cfg = tiny(tmp_path, **{"wandb.mode": "online"})
+    t0 = time.perf_counter()
+    status = runner.run(cfg, tmp_path / "run", progress=False)
+    runner.run(tiny(tmp_path, **{"wandb.mode": "online"}), tmp_path / "run2", progress=False)
+    assert time.perf_counter() - t0 < 60  # two runs of seconds each, not two 95 s stalls
+    assert status["status"] == "ok" and status["wandb"] == "done"
+    assert "does not answer" in status["wandb_error"] and "logged offline instead" in status["wandb_error"]
+    assert "wandb sync" in capsys.readouterr().out
+    assert wandb_files(tmp_path / "run") and wandb_files(tmp_path / "run2")
+    assert results.read_status(tmp_path / "run")["wandb"] == "done"
+
+
+def test_a_run_killed_while_logging_to_wandb_is_logged_on_resume(tmp_path, monkeypatch):
+    cfg, run_dir = tiny(tmp_path, **{"wandb.mode": "offline"}), tmp_path / "run"
+    log = wandb_sink.log
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt  # as a Ctrl-C or a scheduler's kill between the rows and the W&B record
+
+    monkeypatch.setattr(wandb_sink, "log", killed)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(cfg, run_dir, progress=False)
+    assert results.finished(run_dir) and results.read_status(run_dir)["wandb"] == "pending"
+    assert not wandb_files(run_dir)
+    monkeypatch.setattr(wandb_sink, "log", log)
+    monkeypatch.setattr(train, "fit", lambda *a, **k: pytest.fail("a finished run was trained again"))
+    status = runner.run(cfg, run_dir, progress=False)
+    assert status["wandb"] == "done" and "wandb_error" not in status and wandb_files(run_dir)
+    assert results.read_status(run_dir)["wandb"] == "done"
