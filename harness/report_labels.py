@@ -1,7 +1,9 @@
 """Labels of the report's rows. A *variant* is the encoding name, plus the params that differ between runs
 of that encoding (e.g. `rope base=100`), plus `+<extension>` for RoPE eval-time extension rows, plus the
-model, train steps, train length or task when the results hold several; the seed is never part of it."""
+model, train steps, train length or task when the results hold several, plus the differing overrides (or
+sweep) of runs that would otherwise share a label and a seed; the seed is never part of it."""
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -19,6 +21,35 @@ def train_steps(df: pd.DataFrame) -> pd.Series:
     key = ["sweep", "run_id", "model", "seed"]
     steps = df[df.metric == "train_steps"].groupby(key, dropna=False)["value"].max().rename("_steps")
     return df[key].join(steps, on=key)["_steps"].astype(float)
+
+
+def _overrides(run_id: str) -> tuple:
+    """A run id's override set without the seed, as sorted (key, value) pairs: `sweep/encoding=rope,train.lr=0.003,
+    seed=1` -> (('encoding', 'rope'), ('train.lr', '0.003')). Commas inside brackets stay in their value; the
+    hashed tail of a long name (harness.resolvers.run_name: it hashes the seed too) is left out."""
+    items = re.split(r",(?![^\[]*\])", run_id.rpartition("/")[2])
+    items = [i for i in items if not i.startswith("seed=") and not re.search(r"-[0-9a-f]{12}$", i)]
+    return tuple(sorted(tuple(i.split("=", 1)) if "=" in i else (i, "") for i in items))
+
+
+def _distinct_runs(df: pd.DataFrame, label: pd.Series) -> pd.Series:
+    """A suffix per row that keeps apart runs whose label and seed coincide but whose configs differ (a sweep
+    over train.lr; two sweeps with one label): their differing overrides and sweeps (else their run ids). Without it
+    their rows would be averaged as one seed under one label."""
+    run = pd.Series(list(zip(df["sweep"].astype(str), df["run_id"].astype(str))), index=df.index)
+    runs = pd.DataFrame({"label": label, "seed": df["seed"], "run": run}).drop_duplicates()
+    suffix = {}
+    for _, g in runs.groupby(["label", "seed"], dropna=False):
+        if g.run.nunique() < 2:
+            continue
+        parsed = {r: {"sweep": r[0], **dict(_overrides(r[1]))} for r in g.run.unique()}
+        keys = sorted({k for o in parsed.values() for k in o})
+        varying = [k for k in keys if len({o.get(k) for o in parsed.values()}) > 1]
+        part = {r: "".join(f" {k}={o.get(k, '-')}" for k in varying) for r, o in parsed.items()}
+        if len(set(part.values())) < len(parsed):  # not told apart (hashed long names): their run ids
+            part = {r: f" run={r[1]}" for r in parsed}
+        suffix.update(part)
+    return run.map(lambda r: suffix.get(r, ""))
 
 
 def variants(df: pd.DataFrame, drop=()) -> pd.Series:
@@ -40,9 +71,12 @@ def variants(df: pd.DataFrame, drop=()) -> pd.Series:
     parts = (("model", df["model"].astype(str)),
              ("steps", steps.map(lambda s: "?" if np.isnan(s) else f"{s:.0f}")),
              ("train_len", df["train_len"].astype(str)), ("task", df["task"].astype(str)))
+    full = label  # every part: runs that differ only in a dropped part are meant to share the short label
     for name, col in parts:
-        if name not in drop and col.nunique() > 1:
-            label = label + " " + name + "=" + col
+        if col.nunique() > 1:
+            full = full + " " + name + "=" + col
+            label = label if name in drop else label + " " + name + "=" + col
+    label = label + _distinct_runs(df, full)
     ext = {p: ("+" + q["extension"] + (f" ft{q['finetune_len']}" if "finetune_len" in q else ""))
            if "extension" in q else "" for p, q in parsed.items()}
     return label + df["params"].map(ext)

@@ -4,6 +4,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.stats
 from matplotlib.collections import PolyCollection
@@ -205,6 +206,22 @@ def test_variant_labels_ignore_seed_and_position_bins(tmp_path):
     df = results.load(planted(tmp_path / "sweep"))
     df.loc[df.index[0], "params"] = json.dumps({"pos_lo": 0, "pos_hi": 64})
     assert set(report.variants(df)) == {"rope", "alibi", "twin"}
+
+
+def test_runs_of_two_configs_never_share_a_label(tmp_path):
+    """A sweep over train.lr (not an encoding param) and the same runs from two sweeps: without their own
+    labels each seed's rows of both would be averaged as one value under one label."""
+    frames = []
+    for lr, sweep in (("0.001", "a"), ("0.003", "a"), ("0.001", "b")):
+        for s in range(2):
+            df = run_rows("rope", s, lambda L: 6.0 + float(lr))
+            frames.append(df.assign(run_id=f"{sweep}/encoding=rope,train.lr={lr},seed={s}", sweep=sweep))
+    df = pd.concat(frames, ignore_index=True)
+    labels = report.variants(df)
+    assert set(labels) == {"rope sweep=a train.lr=0.001", "rope sweep=a train.lr=0.003", "rope sweep=b train.lr=0.001"}
+    assert df.assign(v=labels).groupby("v").seed.nunique().eq(2).all()  # each label keeps both seeds, paired
+    one = pd.concat(frames[:2], ignore_index=True)
+    assert set(report.variants(one)) == {"rope"}  # one config: no suffix
 
 
 def test_wandb_summary_holds_the_over_seed_interval(tmp_path):
