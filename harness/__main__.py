@@ -6,6 +6,7 @@ line on stderr (exit 2) instead of a traceback; multirun also gets a sweep-wide 
 
 Where jobs run is only the launcher (conf/hydra/launcher: joblib, submitit_local, submitit_slurm, ray);
 `torchrun --nproc_per_node N -m harness ...` trains one job on N processes (harness.distributed)."""
+import importlib
 import itertools
 import os
 import re
@@ -165,8 +166,11 @@ def validate(argv):
         cfg, all_jobs = _jobs(argv)
         # jobs that differ only in their seed compose alike (any int is a valid seed): validate one of each
         distinct = {tuple(o for o in job if not re.fullmatch(r"seed=\d+", o)): job for job in all_jobs}
+        lm_eval_tasks = set()
         for job in distinct.values():
-            config_lib.to_config(compose("config", overrides=job))
+            lm_eval_tasks.update(config_lib.to_config(compose("config", overrides=job)).eval.lm_eval_tasks)
+        if lm_eval_tasks:  # checked before any training; lm-eval is a heavy import, made only when asked
+            importlib.import_module("harness.lmeval.rows").check_tasks(sorted(lm_eval_tasks))
         _check_writable(Path(str(OmegaConf.select(cfg, "out"))))
         sweep_dir = Path(OmegaConf.select(cfg, "hydra.sweep.dir")) if multirun else None
         launcher = str(OmegaConf.select(cfg, "hydra.launcher._target_"))

@@ -162,6 +162,8 @@ BAD = [
     # task params: the task's YAML lists them; a typo, with or without +, is refused before any work
     (["task=kv_recall", "task.params.key_ln=3"], ["task.params.key_ln", "'key_len'"]),
     (["task=kv_recall", "+task.params.key_ln=3"], ["key_ln", "'key_len'"]),
+    # an lm-eval task name: checked before training, not after it (tasks/ and lm-eval's own index)
+    (["eval.lm_eval_tasks=[nosuchtask]"], ["nosuchtask", "'passkey'", "lm-eval ls tasks"]),
 ]
 
 

@@ -7,6 +7,7 @@ Batches are right-padded: the model is causal and positions start at 0 on the le
 sequence cannot change its logits and batched scores equal unbatched ones exactly."""
 import dataclasses
 import inspect
+import pickle
 from pathlib import Path
 
 import torch
@@ -24,16 +25,47 @@ GEN_KWARGS = ("until", "max_gen_toks", "do_sample", "temperature")
 ROLLING_PROTOCOLS = data.PROTOCOLS
 
 
+class UsageError(ValueError):
+    """An ordinary mistake in what lm-eval's CLI was given (model_args, a checkpoint, a task name): the CLI
+    prints it as one line, exit 2. A ValueError, so Python callers catch it as before."""
+
+
+def _first_line(e):
+    """An exception as one short line: torch's and OmegaConf's messages run over several lines."""
+    line = (str(e).strip().splitlines() or [""])[0].split(". ")[0]
+    return f"{type(e).__name__}: {line[:160]}" + ("..." if len(line) > 160 else "")
+
+
 def load_run(run_dir):
-    """(Config, model in eval mode) from a run dir's checkpoint (torch.load with weights_only=True)."""
-    path = Path(run_dir) / results.CHECKPOINT
+    """(Config, model in eval mode) from a run dir's checkpoint (torch.load with weights_only=True).
+    Every way a user's path can be wrong is one line: FileNotFoundError (no dir, no checkpoint), ValueError
+    (a truncated file, another file type, a checkpoint this harness cannot read)."""
+    run_dir = Path(run_dir)
+    path = run_dir / results.CHECKPOINT
+    if not run_dir.is_dir():
+        what = "is a file, not a run dir" if run_dir.exists() else "does not exist"
+        raise FileNotFoundError(f"no checkpoint at {path}: {run_dir} {what}")
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}; run dirs hold one when the run finished with "
                                 f"checkpoint=true")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    cfg = config_lib.from_dict(ckpt["config"])
-    net = model_lib.from_config(cfg.model, cfg.encoding)
-    net.load_state_dict(ckpt["state_dict"])
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    # each is how torch.load reports a file that is not a whole checkpoint (a truncated zip, an empty file,
+    # random bytes, text): RuntimeError, EOFError, OSError, UnpicklingError, KeyError
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, KeyError) as e:
+        raise ValueError(f"checkpoint {path} is truncated or not a checkpoint ({_first_line(e)})") from e
+    if not isinstance(ckpt, dict) or not {"state_dict", "config"} <= set(ckpt):
+        got = sorted(ckpt) if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise ValueError(f"{path} is not a harness checkpoint: expected a dict with keys ['config', 'state_dict'], "
+                         f"got {got}")
+    try:
+        cfg = config_lib.from_dict(ckpt["config"])
+        net = model_lib.from_config(cfg.model, cfg.encoding)
+        net.load_state_dict(ckpt["state_dict"])
+    # OmegaConf's ValidationError / ConfigKeyError (ValueError, KeyError), our validation (ValueError), a
+    # state_dict of other shapes (RuntimeError): a checkpoint of another harness version
+    except (ValueError, KeyError, TypeError, RuntimeError) as e:
+        raise ValueError(f"checkpoint {path} does not fit this harness version ({_first_line(e)})") from e
     return cfg, net.eval()
 
 
@@ -92,9 +124,12 @@ class HarnessLM(LM):
         valid = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "model", "config")]
         bad = sorted(set(arg_dict) - set(valid))
         if bad:
-            raise ValueError(f"unknown model_args {bad} for model 'harness'; expected a subset of {valid}")
+            raise UsageError(f"unknown model_args {bad} for model 'harness'; expected a subset of {valid}")
         extra = {k: v for k, v in (additional_config or {}).items() if v is not None}
-        return cls(**{**arg_dict, **extra})
+        try:
+            return cls(**{**arg_dict, **extra})
+        except (ValueError, OSError) as e:  # construction = checking the arguments and loading the checkpoint
+            raise UsageError(str(e)) from e
 
     @classmethod
     def create_from_arg_string(cls, arg_string, additional_config=None):
@@ -245,8 +280,13 @@ class HarnessLM(LM):
 
 def _device(requested, run_device):
     """torch.device: the requested one, else the run's. lm-eval's CLI always passes a device (default
-    cuda:0); on a machine without CUDA that falls back to CPU, as lm-eval's HF model does."""
+    cuda:0); on a machine without CUDA that falls back to CPU, as lm-eval's HF model does. The devices are
+    config.py's (cpu, cuda[:N]): any other is a ValueError now, not a failure at the first forward."""
     name = str(requested or run_device)
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        return torch.device("cpu")
-    return torch.device(name)
+    try:
+        dev = torch.device(name)
+    except RuntimeError:  # 'tpu', 'cuda:x': torch's message lists types this harness does not run on
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {name!r}; expected cpu, cuda or cuda:<N>")
+    return torch.device("cpu") if dev.type == "cuda" and not torch.cuda.is_available() else dev

@@ -1,5 +1,6 @@
-"""lm-eval tasks as harness rows (the row schema: harness/results.py): `evaluate(run_dir, tasks)` for a finished run, and
-`rows_for_model(model, cfg, tasks)` for the runner right after training.
+"""lm-eval tasks as harness rows (the row schema: harness/results.py): `evaluate(run_dir, tasks)` for a finished run,
+and `rows_for_model(model, cfg, tasks)` for the runner right after training; `check_tasks(names)` refuses unknown
+task names (the runner calls it before training).
 
 Rows: metric `<task>/<metric>` (a filter other than lm-eval's `none` is appended: `<task>/<metric>/<filter>`),
 protocol `lm_eval`, and one more row `<task>/<metric>_stderr` where lm-eval reports a standard error.
@@ -9,11 +10,16 @@ every eval length under each of the run's protocols: eval_len = window, protocol
 
 `python -m harness.lmeval.rows RUN_DIR --tasks passkey,pystdlib_ppl` (`make eval RUN=... TASKS=...`) writes the
 rows into the run's rows.parquet (replacing earlier rows of the same measurement), so results.load and
-the report see them, and logs them to W&B through the run's sink (cfg.wandb)."""
+the report see them, and logs them to W&B through the run's sink (cfg.wandb). A wrong argument, run dir, checkpoint
+or task name is one line `harness.lmeval: error: ...`, exit 2, before any evaluation and with the run dir unchanged."""
 import argparse
 import dataclasses
+import datetime
+import functools
 import io
+import logging
 import math
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +27,7 @@ from lm_eval import simple_evaluate
 from lm_eval.tasks import TaskManager
 
 from harness import paths, results, wandb_sink
-from harness.config import to_dict
+from harness.config import EXTENSIONS, to_dict
 from harness.lmeval.model import HarnessLM, load_run
 
 TASKS_DIR = paths.tasks_dir()
@@ -29,17 +35,52 @@ UNITS = {"byte_perplexity": "ppl", "word_perplexity": "ppl", "bits_per_byte": "b
          "acc_norm": "frac", "exact_match": "frac"}
 
 
-def task_manager(tasks, metadata=None):
-    """TaskManager over tasks/ alone when it holds every requested task; else tasks/ + lm-eval's own."""
-    local = TaskManager(include_path=str(TASKS_DIR), include_defaults=False, metadata=metadata)
-    if all(local.match_tasks([t]) for t in tasks):
-        return local
-    full = TaskManager(include_path=str(TASKS_DIR), metadata=metadata)
-    missing = [t for t in tasks if not full.match_tasks([t])]
+@functools.lru_cache(maxsize=2)
+def _index(defaults):
+    """TaskManager over tasks/ (defaults=False) or tasks/ + lm-eval's own ~15k configs (8-25 s to index):
+    built once per process (check_tasks; task_manager without metadata)."""
+    log = logging.getLogger("lm_eval.tasks._index")
+    log.addFilter(_our_override)
+    try:
+        return TaskManager(include_path=str(TASKS_DIR), include_defaults=defaults)
+    finally:
+        log.removeFilter(_our_override)
+
+
+def _our_override(record):
+    """False for lm-eval's warning that a task of tasks/ overrides one of its own: meant (our passkey is the
+    runner's test set, lm-eval's libra/passkey another task), and a second stderr line before an error."""
+    args = record.args if isinstance(record.args, tuple) else ()
+    return not ("overrides existing task" in record.msg and len(args) > 1 and Path(args[1]).parent == TASKS_DIR)
+
+
+def unknown_tasks_message(missing, ours, where):
+    """The one-line refusal of task names found nowhere (check_tasks; harness.lmeval.cli for its --include_path)."""
+    return (f"unknown lm-eval task(s) {list(missing)}; expected one of {list(ours)} ({where}) or a task of "
+            f"lm-eval's own (`lm-eval ls tasks`)")
+
+
+def check_tasks(names):
+    """ValueError (one line, the valid choices) unless every name is a task, group or tag of tasks/ or of
+    lm-eval's own; lm-eval's own are indexed only when a name is not one of ours."""
+    names = list(names)
+    if not names:
+        raise ValueError(f"no lm-eval task given; expected one or more of {_index(False).all_tasks} (tasks/) or "
+                         f"of lm-eval's own (`lm-eval ls tasks`)")
+    missing = [t for t in names if not _index(False).match_tasks([t])]
+    missing = [t for t in missing if not _index(True).match_tasks([t])]
     if missing:
-        raise ValueError(f"unknown lm-eval task(s) {missing}; expected one of {local.all_tasks} (tasks/) or "
-                         f"a task of lm-eval's own (`lm-eval ls tasks`)")
-    return full
+        raise ValueError(unknown_tasks_message(missing, _index(False).all_tasks, "tasks/"))
+
+
+def task_manager(tasks, metadata=None):
+    """TaskManager over tasks/ alone when it holds every requested task; else tasks/ + lm-eval's own.
+    metadata reaches the tasks' loaders, so a manager with metadata is built afresh (tasks/ alone is cheap)."""
+    check_tasks(tasks)
+    local = all(_index(False).match_tasks([t]) for t in tasks)
+    if metadata is None:
+        return _index(not local)
+    return TaskManager(include_path=str(TASKS_DIR), include_defaults=not local, metadata=metadata)
 
 
 def _rows(res, eval_len, protocol, extra):
@@ -72,8 +113,9 @@ def rows_for_model(model, cfg, tasks, *, device=None, batch_size=None, lens=None
     loaded = tm.load(list(tasks))["tasks"]
     rolling = [t for t in loaded.values() if t.OUTPUT_TYPE == "loglikelihood_rolling"]
     others = [t for t in loaded.values() if t.OUTPUT_TYPE != "loglikelihood_rolling"]
-    kw = dict(model=model, config=cfg, device=device, batch_size=batch_size or cfg.eval.batch_size,
-              rope_type=rope_type, factor=factor, progress=progress)
+    batch_size = cfg.eval.batch_size if batch_size is None else batch_size  # not `or`: 0 is refused, not replaced
+    kw = dict(model=model, config=cfg, device=device, batch_size=batch_size, rope_type=rope_type, factor=factor,
+              progress=progress)
     was_training, out = model.training, []
     try:
         lm = HarnessLM(**kw) if others else None
@@ -107,11 +149,12 @@ def _evaluate(lm, task_objs, tm, limit):
 
 
 def evaluate(run_dir, tasks, *, lens=None, device=None, batch_size=None, limit=None, rope_type=None,
-             factor="auto", wandb_mode=None, progress=True) -> pd.DataFrame:
+             factor="auto", wandb_mode=None, progress=True, run=None) -> pd.DataFrame:
     """Run lm-eval `tasks` on a run dir's checkpoint; merge the rows into its rows.parquet; log to W&B
-    (wandb_mode: the run's cfg.wandb.mode unless given). Returns the new rows."""
+    (wandb_mode: the run's cfg.wandb.mode unless given). Returns the new rows. run: its (Config, model),
+    when already loaded (main loads it to check the arguments before any evaluation)."""
     run_dir = Path(run_dir)
-    cfg, model = load_run(run_dir)
+    cfg, model = run or load_run(run_dir)  # task names: checked first thing in rows_for_model (task_manager)
     status = results.read_status(run_dir) or {}
     run_id = status.get("run_id") or run_dir.name
     measured = rows_for_model(model, cfg, tasks, device=device, batch_size=batch_size, lens=lens, limit=limit,
@@ -129,33 +172,96 @@ KEY = ["metric", "eval_len", "protocol", "params"]
 
 
 def _merge(run_dir, new):
-    """rows.parquet := old rows minus those measured again + new rows (atomic write)."""
+    """rows.parquet := old rows minus those measured again + new rows (atomic write). An unreadable old
+    file never costs the new rows: its bytes are kept beside it as rows.parquet.corrupt-<UTC time>."""
     path = Path(run_dir) / results.ROWS
-    if path.exists():
-        old = pd.read_parquet(path)
+    old = _old_rows(path)
+    if old is not None:
         again = old[KEY].astype(str).apply(tuple, axis=1).isin(set(new[KEY].astype(str).apply(tuple, axis=1)))
         new = pd.concat([old[~again], new], ignore_index=True)
+    elif path.exists():
+        aside = path.with_name(f"{path.name}.corrupt-{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%S%fZ}")
+        results.atomic_write(aside, path.read_bytes())  # copied before rows.parquet is replaced: never absent
+        print(f"harness.lmeval: {path} was unreadable (not a parquet file with the harness columns); its bytes "
+              f"are kept in {aside.name}, and it now holds only the {len(new)} new rows", file=sys.stderr)
     new["eval_len"] = new["eval_len"].astype("Int64")
     results.write_rows(run_dir, new[results.COLUMNS])
 
 
+def _old_rows(path):
+    """The rows of path, or None where it is missing, truncated, or not rows."""
+    if not results.readable_rows(path):
+        return None
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError):  # a footer that reads over damaged pages (pyarrow: ArrowInvalid, ArrowIOError)
+        return None
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's usage + error is two lines; the entry points say one
+        fail(message)
+
+
+def fail(message):
+    """The entry points' way to refuse: one stderr line, exit 2 (as `harness: error:` in harness/__main__.py)."""
+    print(f"harness.lmeval: error: {' '.join(str(message).split())}", file=sys.stderr)
+    sys.exit(2)
+
+
+def _ints(text):
+    try:
+        lens = [int(x) for x in text.split(",")]
+    except ValueError:
+        lens = []
+    if not lens or min(lens) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated window lengths >= 1, e.g. 64,128; got {text!r}")
+    return lens
+
+
+def _limit(text):
+    try:
+        limit = float(text)
+    except ValueError:
+        limit = math.nan
+    if not limit > 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a number of docs per task (>= 1) or a fraction of them "
+                                         f"(0 < limit < 1); got {text!r}")
+    return limit
+
+
+def _factor(text):
+    try:
+        return text if text == "auto" else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'auto' or a number; got {text!r}") from None
+
+
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m harness.lmeval.rows", description=__doc__.split("\n\n")[0])
+    p = _Parser(prog="python -m harness.lmeval.rows", description=__doc__.split("\n\n")[0])
     p.add_argument("run_dir")
     p.add_argument("--tasks", required=True, help="comma-separated lm-eval task names (tasks/ or hub)")
-    p.add_argument("--lens", default=None, help="comma-separated windows for rolling tasks (default: the run's)")
-    p.add_argument("--limit", type=float, default=None)
+    p.add_argument("--lens", type=_ints, default=None, help="comma-separated windows for rolling tasks (default: "
+                                                            "the run's)")
+    p.add_argument("--limit", type=_limit, default=None)
     p.add_argument("--device", default=None)
     p.add_argument("--batch_size", type=int, default=None)
-    p.add_argument("--rope_type", default=None)
-    p.add_argument("--factor", default="auto")
+    p.add_argument("--rope_type", default=None, choices=list(EXTENSIONS))
+    p.add_argument("--factor", type=_factor, default="auto")
     p.add_argument("--wandb_mode", default=None, choices=["offline", "online", "disabled"])
     a = p.parse_args(argv)
-    factor = a.factor if a.factor == "auto" else float(a.factor)
-    lens = [int(x) for x in a.lens.split(",")] if a.lens else None
-    df = evaluate(a.run_dir, [t for t in a.tasks.split(",") if t], lens=lens, device=a.device,
-                  batch_size=a.batch_size, limit=a.limit, rope_type=a.rope_type, factor=factor,
-                  wandb_mode=a.wandb_mode)
+    tasks = [t for t in a.tasks.split(",") if t]
+    kw = dict(lens=a.lens, device=a.device, batch_size=a.batch_size, limit=a.limit, rope_type=a.rope_type,
+              factor=a.factor)
+    try:  # every argument, the checkpoint and the task names are checked here, before any evaluation
+        run = load_run(a.run_dir)
+        cfg, net = run
+        HarnessLM(model=net, config=cfg, device=a.device, rope_type=a.rope_type, factor=a.factor, progress=False,
+                  batch_size=cfg.eval.batch_size if a.batch_size is None else a.batch_size)
+        check_tasks(tasks)
+    except (ValueError, OSError) as e:  # load_run's and HarnessLM's own one-line messages
+        fail(e)
+    df = evaluate(a.run_dir, tasks, wandb_mode=a.wandb_mode, run=run, **kw)
     buf = io.StringIO()
     df[["metric", "eval_len", "protocol", "value", "unit"]].to_string(buf, index=False)
     print(buf.getvalue())
