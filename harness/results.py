@@ -130,12 +130,18 @@ NOT_RESULTS = ("out", "threads", "wandb", "sweep", "seeds", "checkpoint")
 
 
 def config_hash(cfg) -> str:
-    """12 hex digits of the resolved config minus NOT_RESULTS, plus the harness version: a finished run
-    whose recorded hash differs was made by another config (a changed default, a pulled change) and
-    is run again instead of being kept."""
+    """12 hex digits of the resolved config minus NOT_RESULTS, plus the harness version and the task's data
+    identity (harness.tasks.data_identity: the corpus's sha256): a finished run whose recorded hash differs
+    was made by another config (a changed default, a pulled change, an edited corpus) and is run again
+    instead of being kept."""
+    from harness import tasks
     from harness.config import to_dict
+    try:
+        data = tasks.data_identity(cfg.task)
+    except Exception:  # noqa: BLE001 - an unreadable corpus: the run itself fails with this error, recorded
+        data = None
     d = {k: v for k, v in to_dict(cfg).items() if k not in NOT_RESULTS}
-    text = json.dumps([d, harness.__version__], sort_keys=True, default=str)
+    text = json.dumps([d, harness.__version__] + ([data] if data else []), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

@@ -28,6 +28,11 @@ class LMTask:
         tokens = self.splits[split]
         return tokens[self.data.eval_offset(tokens.numel(), need, self.seed):]
 
+    @staticmethod
+    def data_identity(task_cfg):
+        """What the config does not say about the data: the corpus bytes (a file edited in place)."""
+        return {"corpus_sha256": data.load_corpus(task_cfg.corpus).sha256}
+
     def describe(self):
         return {"corpus": self.corpus.name, "source": self.corpus.source, "sha256": self.corpus.sha256,
                 "bytes": len(self.corpus.data)}
@@ -60,6 +65,11 @@ class SyntheticTask:
         self.eval_samples, self.depths = task_cfg.eval_samples, list(task_cfg.depths)
         self.seed = seed
 
+    @staticmethod
+    def data_identity(task_cfg):
+        """Generated from the config, the seed and the harness's code: nothing more to record."""
+        return {}
+
     def describe(self):
         return {"generator": self.name, **self.params}
 
@@ -90,6 +100,12 @@ def build(task_cfg, seed):
     if task_cfg.name not in TASK_NAMES:
         raise ValueError(f"unknown task {task_cfg.name!r}; expected one of {list(TASK_NAMES)}")
     return KINDS.get(task_cfg.name, SyntheticTask)(task_cfg, seed)
+
+
+def data_identity(task_cfg):
+    """The task's data beyond its config (the corpus's sha256): part of a run's config hash, so a corpus
+    edited in place makes finished runs stale."""
+    return KINDS.get(task_cfg.name, SyntheticTask).data_identity(task_cfg)
 
 
 def with_positions(batch, max_position, generator):

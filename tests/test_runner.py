@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from harness import results, runner, tasks, train
+from harness import data, results, runner, tasks, train
 from harness.config import from_dict
 from harness.measure import extension, extrapolation
 
@@ -101,6 +101,15 @@ def test_a_finished_run_is_rerun_when_its_resolved_config_changed(tmp_path, caps
     assert second != first and results.finished(tmp_path / "run")
     runner.run(moved, tmp_path / "run", progress=False)  # and now it is current: skipped
     assert "skip" in capsys.readouterr().out
+
+
+def test_a_finished_run_is_rerun_when_its_corpus_file_changed(tmp_path, capsys):
+    cfg = tiny(tmp_path)
+    runner.run(cfg, tmp_path / "run", progress=False)
+    (tmp_path / "corpus.txt").write_text(TEXT.replace("fox", "cat"))  # same path and config, other bytes
+    data.load_corpus.cache_clear()  # as a new process would read it
+    runner.run(cfg, tmp_path / "run", progress=False)
+    assert "rerun" in capsys.readouterr().out and results.finished(tmp_path / "run")
 
 
 def test_unfinished_run_is_restarted(tmp_path):
