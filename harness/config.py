@@ -1,5 +1,5 @@
-"""Typed configuration: dataclasses registered in Hydra's ConfigStore. Hydra and OmegaConf stop here;
-the rest of the package receives these dataclasses and plain arguments."""
+"""Typed configuration: dataclasses in Hydra's ConfigStore. Hydra and OmegaConf stop here; the rest of the
+package receives these dataclasses and plain arguments."""
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -9,15 +9,14 @@ from omegaconf import OmegaConf
 from harness import encodings, resolvers, synthetic  # noqa: F401 - resolvers: conf/ interpolates them
 from harness.pipelines import Pipeline, load_pipeline, pipeline_names
 
-# The names this schema validates. It owns them; the code below it imports them from here. Encoding and
-# synthetic-task names come from their registries (a module file each), so adding one needs no edit here.
+# Names this schema validates, owned here; encoding and synthetic-task names come from their registries.
 ATTENTIONS = ("softmax", "linear")
+QK_NORMS = ("none", "rms", "l2")  # harness.model.QK_NORM_SPECS: where and how each normalizes q and k
 TASK_NAMES = ("lm", *sorted(synthetic.TASKS))
 PROTOCOLS = ("nonoverlapping", "sliding", "both")
 LOW_DTYPES = ("fp32", "bf16", "fp16")  # model-level precision: the dtype a trained model is run in
 PRECISION_PROTOCOLS = ("cast", "autocast")  # ...by casting the module, or under torch.autocast
-# HF rope_types that rescale a trained RoPE at evaluation time without retraining (longrope needs
-# searched factors, so it is not one of them).
+# HF rope_types that rescale a trained RoPE at eval time without retraining (not longrope: searched factors)
 EXTENSIONS = ("linear", "ntk", "dynamic", "yarn", "llama3")
 WANDB_MODES = ("offline", "online", "disabled")
 
@@ -49,9 +48,13 @@ class ModelConfig:
     head_dim: Optional[int] = None
     attention: str = "softmax"
     mlp_ratio: int = 4
+    qk_norm: str = "none"  # none | rms (Qwen3: learned gain, before the rotation) | l2 (Llama 4: after it)
 
     def __post_init__(self):
         _choice("model.attention", self.attention, ATTENTIONS)
+        _choice("model.qk_norm", self.qk_norm, QK_NORMS)
+        if self.attention == "linear" and self.qk_norm != "none":  # harness.model says why, for direct use
+            raise ValueError(f"model.qk_norm={self.qk_norm!r} needs model.attention=softmax; got linear")
         _positive("model", self, ("n_layers", "d_model", "n_heads", "mlp_ratio"))
         if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"model.d_model {self.d_model} is not divisible by n_heads {self.n_heads}; "
@@ -272,8 +275,10 @@ class Config:
 
 
 def encoding_params(cfg: Config) -> Dict[str, Any]:
-    """The encoding's own parameters (everything but its name), as plain Python values."""
-    return {k: v for k, v in cfg.encoding.items() if k != "name"}
+    """The encoding's own parameters (everything but its name), plus `qk_norm` when the model sets one (it
+    changes what positions do to the scores, so rows and labels carry it), as plain Python values."""
+    qk = {"qk_norm": cfg.model.qk_norm} if cfg.model.qk_norm != "none" else {}
+    return {**{k: v for k, v in cfg.encoding.items() if k != "name"}, **qk}
 
 
 def to_config(cfg) -> Config:

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness import encodings
-from harness.config import ATTENTIONS
+from harness.config import ATTENTIONS, QK_NORMS
 from harness.encodings import Encoding
 VOCAB_SIZE = 256  # byte-level
 
@@ -66,12 +66,44 @@ def linear_attention_quadratic(q, k, v, encoding, pos, eps=1e-6):
     return num / (den + eps)
 
 
+# QK-norm (config.QK_NORMS): q and k of each head normalized over head_dim, where each model family does it.
+# rms: Qwen3's q_norm/k_norm, an RMSNorm with its own learned (D,) gain for q and for k, applied before the
+#   rotation, eps 1e-6 (transformers, models/qwen3/modeling_qwen3.py, Qwen3Attention.forward).
+# l2: Llama 4's weightless Llama4TextL2Norm, x * rsqrt(mean(x^2) + eps), applied after the rotation, eps 1e-5
+#   (models/llama4/modeling_llama4.py, Llama4TextAttention.forward; Llama4TextConfig.rms_norm_eps).
+QK_NORM_SPECS = {"rms": dict(gain=True, after_rotation=False, eps=1e-6),
+                 "l2": dict(gain=False, after_rotation=True, eps=1e-5)}
+
+
+class QKNorm(nn.Module):
+    """One of QK_NORM_SPECS; `apply(q, k, after_rotation)` normalizes at its own side of the rotation only."""
+
+    def __init__(self, kind, head_dim):
+        super().__init__()
+        spec = QK_NORM_SPECS[kind]
+        self.after_rotation, self.eps = spec["after_rotation"], spec["eps"]
+        self.q_gain = nn.Parameter(torch.ones(head_dim)) if spec["gain"] else None
+        self.k_gain = nn.Parameter(torch.ones(head_dim)) if spec["gain"] else None
+
+    def norm(self, x, gain):
+        """x (B, H, T, D): RMS over D in fp32, back to x's dtype, then the gain (as both HF modules)."""
+        y = x.float()
+        y = (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+        return y if gain is None else gain * y
+
+    def apply(self, q, k, after_rotation):
+        if after_rotation != self.after_rotation:
+            return q, k
+        return self.norm(q, self.q_gain), self.norm(k, self.k_gain)
+
+
 class Block(nn.Module):
     """Pre-norm attention + MLP. The encoding is shared by all blocks and passed in, not owned."""
 
-    def __init__(self, d_model, n_heads, head_dim, attention, mlp_ratio):
+    def __init__(self, d_model, n_heads, head_dim, attention, mlp_ratio, qk_norm="none"):
         super().__init__()
         self.n_heads, self.head_dim, self.attention = n_heads, head_dim, attention
+        self.qk_norm = QKNorm(qk_norm, head_dim) if qk_norm != "none" else None
         self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.qkv = nn.Linear(d_model, 3 * n_heads * head_dim, bias=False)
         self.proj = nn.Linear(n_heads * head_dim, d_model, bias=False)
@@ -87,7 +119,11 @@ class Block(nn.Module):
     def encoded(self, x, encoding, pos):
         """The softmax path's inputs: rotated q, k, then v and the encoding's bias (or None)."""
         q, k, v = self.heads(x)
+        if self.qk_norm is not None:
+            q, k = self.qk_norm.apply(q, k, after_rotation=False)
         q, k = encoding.rotate(q, k, pos)
+        if self.qk_norm is not None:
+            q, k = self.qk_norm.apply(q, k, after_rotation=True)
         return q, k, v, encoding.bias(q, pos, pos)
 
     def logits(self, x, encoding, pos):
@@ -111,17 +147,22 @@ class Transformer(nn.Module):
     """Byte-level decoder-only LM: embed -> encoding.embed -> blocks -> LayerNorm -> tied output."""
 
     def __init__(self, *, encoding: Encoding, n_layers=2, d_model=128, n_heads=4, head_dim=None,
-                 attention="softmax", mlp_ratio=4, vocab_size=VOCAB_SIZE):
+                 attention="softmax", mlp_ratio=4, vocab_size=VOCAB_SIZE, qk_norm="none"):
         super().__init__()
         if attention not in ATTENTIONS:
             raise ValueError(f"unknown attention {attention!r}; expected one of {list(ATTENTIONS)}")
+        if qk_norm not in QK_NORMS:
+            raise ValueError(f"unknown model.qk_norm {qk_norm!r}; expected one of {list(QK_NORMS)}")
+        if attention == "linear" and qk_norm != "none":  # linear attention's q, k go through elu + 1 instead
+            raise ValueError(f"model.qk_norm={qk_norm!r} needs attention=softmax (linear attention has no "
+                             f"QK-norm here); use model.qk_norm=none or attention=softmax")
         if attention == "linear" and encoding.has_bias:
             raise ValueError(f"encoding {encoding.name!r} adds an attention-score bias, which linear "
                              f"attention cannot take; use attention=softmax or a bias-free encoding")
         head_dim = head_dim or d_model // n_heads  # direct construction; from_config passes it resolved
         self.encoding = encoding
         self.tok = nn.Embedding(vocab_size, d_model)
-        self.blocks = nn.ModuleList(Block(d_model, n_heads, head_dim, attention, mlp_ratio)
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, head_dim, attention, mlp_ratio, qk_norm)
                                     for _ in range(n_layers))
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
@@ -153,4 +194,4 @@ def from_config(model_cfg, encoding):
                           head_dim=model_cfg.head_dim, **params)
     return Transformer(encoding=enc, n_layers=model_cfg.n_layers, d_model=model_cfg.d_model,
                        n_heads=model_cfg.n_heads, head_dim=model_cfg.head_dim, attention=model_cfg.attention,
-                       mlp_ratio=model_cfg.mlp_ratio)
+                       mlp_ratio=model_cfg.mlp_ratio, qk_norm=model_cfg.qk_norm)

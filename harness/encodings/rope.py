@@ -1,5 +1,6 @@
 """RoPE (Su et al. 2021, arXiv 2104.09864): rotate q and k by position; any base, layout, partial
-rotary, and the HF rope_types for context extension (PI, NTK, dynamic NTK, YaRN, Llama 3, LongRoPE)."""
+rotary, the HF rope_types for context extension (PI, NTK, dynamic NTK, YaRN, Llama 3, LongRoPE) and
+p-RoPE (`proportional`, arXiv 2410.06205). The rotated width is 2 * len(inv_freq): the rope_type decides it."""
 import torch
 
 from harness.encodings._base import Encoding

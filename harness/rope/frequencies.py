@@ -2,6 +2,9 @@
 
 Each function returns ``(inv_freq, attention_factor)``: inv_freq is a float32 tensor of shape
 (rotary_dim/2,), attention_factor a float that scales cos/sin (YaRN, LongRoPE; 1.0 elsewhere).
+Its length decides the rotated width R = 2 * len(inv_freq) everywhere downstream (the table, every
+impl): `proportional` returns head_dim/2 entries, zeros past the rotated ones, so the whole head is
+paired (j, j + D/2) and a zero frequency is the identity (cos 1, sin 0).
 Parameter names are HF's so an HF ``rope_scaling`` dict maps over unchanged.
 """
 import inspect
@@ -10,14 +13,19 @@ import math
 import torch
 
 
-def _check_common(head_dim: int, base: float, partial_rotary_factor: float) -> int:
-    """Validate the shared knobs; return the rotary dimension."""
+def _check_knobs(head_dim: int, base: float, partial_rotary_factor: float) -> None:
+    """Validate base, partial_rotary_factor and head_dim, the knobs every rope_type reads."""
     if base <= 0:
         raise ValueError(f"rope base must be positive, got {base}")
     if not 0.0 < partial_rotary_factor <= 1.0:
         raise ValueError(f"partial_rotary_factor must be in (0, 1], got {partial_rotary_factor}")
     if head_dim % 2:
         raise ValueError(f"RoPE needs an even head_dim, got {head_dim}")
+
+
+def _check_common(head_dim: int, base: float, partial_rotary_factor: float) -> int:
+    """Validate the shared knobs; return the rotary dimension."""
+    _check_knobs(head_dim, base, partial_rotary_factor)
     dim = int(head_dim * partial_rotary_factor)
     if dim % 2 or dim == 0:
         raise ValueError(
@@ -145,6 +153,25 @@ def longrope(head_dim, base=10000.0, seq_len=None, *, short_factor, long_factor,
     return 1.0 / (ext * base ** inv_freq_shape), float(attention_factor)
 
 
+def proportional(head_dim, base=10000.0, seq_len=None, *, partial_rotary_factor=1.0, factor=1.0):
+    """p-RoPE (Barbero et al. 2025, arXiv 2410.06205, §6): rotate only the highest p fraction of the
+    frequencies, leave the lowest (semantic) ones unrotated. Gemma 4's global layers, p = 0.25.
+
+    HF's `_compute_proportional_rope_parameters` (transformers/modeling_rope_utils.py): the exponent keeps
+    the full head_dim as denominator (unlike partial rotary, which re-spaces R/2 frequencies over R), and
+    inv_freq is (head_dim/2,): int(p * head_dim // 2) rotated frequencies, then zeros (identity pairs).
+    factor divides every frequency (PI), as HF does; HF's default 1.0."""
+    _check_knobs(head_dim, base, partial_rotary_factor)
+    _check_factor(factor)
+    angles = int(partial_rotary_factor * head_dim // 2)  # HF's rope_angles, floor of p*D/2 (D=64, p=0.3: 9)
+    if angles == 0:
+        raise ValueError(f"proportional RoPE rotates no pair: partial_rotary_factor {partial_rotary_factor} x "
+                         f"head_dim {head_dim} / 2 < 1; use the `nope` encoding for no rotation")
+    rotated = 1.0 / (base ** (torch.arange(0, 2 * angles, 2, dtype=torch.int64).float() / head_dim))
+    inv_freq = torch.cat((rotated, torch.zeros(head_dim // 2 - angles, dtype=torch.float32)))  # (D/2,)
+    return inv_freq / factor, 1.0
+
+
 ROPE_INIT_FUNCTIONS = {
     "default": default,
     "linear": linear,
@@ -153,6 +180,7 @@ ROPE_INIT_FUNCTIONS = {
     "yarn": yarn,
     "llama3": llama3,
     "longrope": longrope,
+    "proportional": proportional,
 }
 
 
