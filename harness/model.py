@@ -100,9 +100,10 @@ class QKNorm(nn.Module):
 class Block(nn.Module):
     """Pre-norm attention + MLP. The encoding is shared by all blocks and passed in, not owned."""
 
-    def __init__(self, d_model, n_heads, head_dim, attention, mlp_ratio, qk_norm="none"):
+    def __init__(self, d_model, n_heads, head_dim, attention, mlp_ratio, qk_norm="none", layer=0):
         super().__init__()
         self.n_heads, self.head_dim, self.attention = n_heads, head_dim, attention
+        self.layer = layer  # the block's depth: which encoding of a per-layer policy it uses (Encoding.at)
         self.qk_norm = QKNorm(qk_norm, head_dim) if qk_norm != "none" else None
         self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.qkv = nn.Linear(d_model, 3 * n_heads * head_dim, bias=False)
@@ -118,6 +119,7 @@ class Block(nn.Module):
 
     def encoded(self, x, encoding, pos):
         """The softmax path's inputs: rotated q, k, then v and the encoding's bias (or None)."""
+        encoding = encoding.at(self.layer)
         q, k, v = self.heads(x)
         if self.qk_norm is not None:
             q, k = self.qk_norm.apply(q, k, after_rotation=False)
@@ -136,7 +138,7 @@ class Block(nn.Module):
     def forward(self, x, encoding, pos):
         B, T, _ = x.shape
         if self.attention == "linear":
-            y = linear_attention(*self.heads(x), encoding, pos)
+            y = linear_attention(*self.heads(x), encoding.at(self.layer), pos)
         else:
             y = softmax_attention(*self.encoded(x, encoding, pos))
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, -1))
@@ -156,14 +158,14 @@ class Transformer(nn.Module):
         if attention == "linear" and qk_norm != "none":  # linear attention's q, k go through elu + 1 instead
             raise ValueError(f"model.qk_norm={qk_norm!r} needs attention=softmax (linear attention has no "
                              f"QK-norm here); use model.qk_norm=none or attention=softmax")
-        if attention == "linear" and encoding.has_bias:
+        if attention == "linear" and any(encoding.at(i).has_bias for i in range(encoding.period)):
             raise ValueError(f"encoding {encoding.name!r} adds an attention-score bias, which linear "
                              f"attention cannot take; use attention=softmax or a bias-free encoding")
         head_dim = head_dim or d_model // n_heads  # direct construction; from_config passes it resolved
         self.encoding = encoding
         self.tok = nn.Embedding(vocab_size, d_model)
-        self.blocks = nn.ModuleList(Block(d_model, n_heads, head_dim, attention, mlp_ratio, qk_norm)
-                                    for _ in range(n_layers))
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, head_dim, attention, mlp_ratio, qk_norm, layer=i)
+                                    for i in range(n_layers))
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
         self.head.weight = self.tok.weight  # tied

@@ -21,11 +21,17 @@ def _rand(*shape, seed=0, dtype=torch.float64):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
-def logits(enc, q, k, pos):
-    """Pre-softmax attention scores as the model forms them, (R q)(R k)^T / sqrt(D) + bias, -inf above the
-    diagonal: the model's own attention_logits on the encoding's hooks. (B, H, T, T)"""
+def logits(enc, q, k, pos, layer=0):
+    """Pre-softmax attention scores as block `layer` forms them, (R q)(R k)^T / sqrt(D) + bias, -inf above the
+    diagonal: the model's own attention_logits on the hooks of enc.at(layer). (B, H, T, T)"""
+    enc = enc.at(layer)
     rq, rk = enc.rotate(q, k, pos)
     return attention_logits(rq, rk, enc.bias(rq, pos, pos))
+
+
+def layers(enc):
+    """Each distinct per-layer encoding (one for all but a per-layer policy)."""
+    return [enc.at(i) for i in range(enc.period)]
 
 
 def test_yaml_set_equals_registry():
@@ -50,10 +56,11 @@ def test_relative_logits_depend_only_on_distance(name):
     enc = build(name, **DIMS).double()
     T = 48
     q, k = _rand(2, 4, T, 16), _rand(2, 4, T, 16, seed=1)
-    base = logits(enc, q, k, torch.arange(T))
-    for offset in (1, 37, 1000, 4000):
-        shifted = logits(enc, q, k, torch.arange(T) + offset * enc.shift_unit)
-        torch.testing.assert_close(shifted, base, rtol=1e-9, atol=1e-9, msg=f"{name} offset {offset}")
+    for layer in range(enc.period):
+        base = logits(enc, q, k, torch.arange(T), layer)
+        for offset in (1, 37, 1000, 4000):
+            shifted = logits(enc, q, k, torch.arange(T) + offset * enc.shift_unit, layer)
+            torch.testing.assert_close(shifted, base, rtol=1e-9, atol=1e-9, msg=f"{name} layer {layer} offset {offset}")
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n not in RELATIVE])
@@ -66,19 +73,25 @@ def test_absolute_encodings_are_not_relative(name):
     a, b = enc.embed(x, pos), enc.embed(x, pos + 600)
     qa = a.view(1, 24, 4, 16).transpose(1, 2)
     qb = b.view(1, 24, 4, 16).transpose(1, 2)
-    la, lb = logits(enc, qa, qa, pos), logits(enc, qb, qb, pos + 600)
-    causal = torch.isfinite(la)
-    assert (la - lb)[causal].abs().max() > 1e-3
+    diffs = []
+    for layer in range(enc.period):  # a per-layer policy is absolute when one of its layers is
+        la, lb = logits(enc, qa, qa, pos, layer), logits(enc, qb, qb, pos + 600, layer)
+        causal = torch.isfinite(la)
+        diffs.append(float((la - lb).detach()[causal].abs().max()))
+    assert max(diffs) > 1e-3
 
 
 @pytest.mark.parametrize("name", ROTARY)
 def test_rotary_preserves_norms(name):
     enc = build(name, **DIMS).double()
     q, k = _rand(2, 4, 100, 16), _rand(2, 4, 100, 16, seed=1)
-    rq, rk = enc.rotate(q, k, torch.arange(100) * 97)
-    torch.testing.assert_close(rq.norm(dim=-1), q.norm(dim=-1), rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(rk.norm(dim=-1), k.norm(dim=-1), rtol=1e-12, atol=1e-12)
-    assert not torch.allclose(rq, q)  # and it does rotate
+    rotated = []
+    for e in layers(enc):
+        rq, rk = e.rotate(q, k, torch.arange(100) * 97)
+        torch.testing.assert_close(rq.norm(dim=-1), q.norm(dim=-1), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(rk.norm(dim=-1), k.norm(dim=-1), rtol=1e-12, atol=1e-12)
+        rotated.append(not torch.allclose(rq, q))
+    assert any(rotated)  # and it does rotate
 
 
 def _model(name, attention):
@@ -124,9 +137,10 @@ def test_model_cast_keeps_rotary_phase_in_fp32(name):
     enc32.load_state_dict({k: v.float() for k, v in params.items()})
     q = _rand(1, 4, 600, 16, dtype=torch.float32).to(torch.bfloat16)
     pos = torch.arange(600) * 7  # phases up to ~4200 rad at the highest frequency
-    ref, _ = enc32.rotate(q.float(), q.float(), pos)
-    got, _ = enc16.rotate(q, q, pos)
-    assert (got.float() - ref).abs().max() < 0.05  # a bf16 phase would be off by up to pi
+    for e32, e16 in zip(layers(enc32), layers(enc16)):
+        ref, _ = e32.rotate(q.float(), q.float(), pos)
+        got, _ = e16.rotate(q, q, pos)
+        assert (got.float() - ref).abs().max() < 0.05  # a bf16 phase would be off by up to pi
 
 
 def test_rotary_table_is_built_once_per_forward_and_not_kept_after_it():

@@ -13,6 +13,11 @@ class Encoding(nn.Module):
     rotary = False  # rotate() is an orthogonal map on q and k: norms preserved
     shift_unit = 1  # relative shifts are multiples of this (2D RoPE: the grid width)
     content_bias = False  # bias() reads q (Shaw's q . R^K term): not a function of positions alone
+    period = 1  # distinct per-layer encodings, cycled over the depth (harness/encodings/_layered.py)
+
+    def at(self, layer):
+        """The encoding block `layer` (0-based) uses: itself, except for a per-layer policy (Layered)."""
+        return self
 
     def embed(self, x, pos):
         """x (B, T, C) token embeddings -> (B, T, C); absolute encodings add here."""

@@ -1,0 +1,113 @@
+"""Per-layer policies (DESIGN.md §2): a cycle of per-layer encodings repeated over the depth, e.g. Llama 4's
+three RoPE layers and one NoPE layer. Not registered (the module starts with '_'): an encoding with a policy
+subclasses Layered and builds its cycle in its constructor, so it stays one file + one YAML. Every block asks
+`encoding.at(block.layer)` for its own; hooks are never called on the policy itself."""
+import torch
+from torch import nn
+
+from harness.encodings._base import Encoding
+
+
+class Windowed(Encoding):
+    """`inner` plus causal sliding-window attention: query i sees keys j with i - window < j <= i, as HF's
+    `sliding_window` (transformers masking_utils.sliding_window_overlay: kv_idx > q_idx - sliding_window).
+    The window is a -inf bias, so it composes with any other bias; distances are position differences."""
+
+    def __init__(self, inner, window):
+        super().__init__()
+        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+            raise ValueError(f"window must be an integer >= 1 (keys a query sees, itself included), got {window!r}")
+        self.inner, self.window = inner, window
+        self.relative, self.rotary = inner.relative, inner.rotary
+
+    def rotate(self, q, k, pos):
+        return self.inner.rotate(q, k, pos)
+
+    def bias(self, q, q_pos, k_pos):
+        """inner's bias (or none) + (1, Tq, Tk) -inf beyond the window."""
+        far = (q_pos[:, None] - k_pos[None, :]) >= self.window  # (Tq, Tk)
+        mask = torch.zeros(far.shape, dtype=q.dtype, device=q.device).masked_fill(far, float("-inf"))[None]
+        inner = self.inner.bias(q, q_pos, k_pos)
+        return mask if inner is None else inner + mask
+
+    def end_forward(self):
+        self.inner.end_forward()
+
+
+class Layered(Encoding):
+    """A cycle of encodings: block `layer` uses cycle[layer % len(cycle)]. Members may not embed (the token
+    embeddings are shared by every layer) and are checked at build time."""
+
+    def __init__(self, cycle):
+        super().__init__()
+        for e in cycle:
+            if type(e).embed is not Encoding.embed:
+                raise ValueError(f"a per-layer policy cannot hold {type(e).__name__}: it adds to the token "
+                                 f"embeddings, which every layer shares; use an encoding that rotates or biases")
+        self.cycle = nn.ModuleList(cycle)
+        self.period = len(cycle)
+
+    def at(self, layer):
+        return self.cycle[layer % self.period]
+
+    def rotate(self, q, k, pos):
+        raise TypeError(f"{type(self).__name__} acts per layer: call at(layer).rotate")
+
+    def bias(self, q, q_pos, k_pos):
+        raise TypeError(f"{type(self).__name__} acts per layer: call at(layer).bias")
+
+    @property
+    def has_bias(self):
+        return any(e.has_bias for e in self.cycle)
+
+    @property
+    def bias_only(self):
+        return False  # no one bias is the whole positional signal: each layer has its own
+
+    def end_forward(self):
+        for e in self.cycle:
+            e.end_forward()
+
+
+class L2Normed(Encoding):
+    """`inner`, then Llama 4's weightless QK-norm on its output: x * rsqrt(mean(x^2) + eps) over D, in fp32
+    (transformers models/llama4/modeling_llama4.py: Llama4TextL2Norm after apply_rotary_emb, RoPE layers only)."""
+
+    def __init__(self, inner, eps=1e-5):
+        super().__init__()
+        self.inner, self.eps = inner, eps
+        self.relative = inner.relative
+
+    def rotate(self, q, k, pos):
+        q, k = self.inner.rotate(q, k, pos)
+        return self._norm(q), self._norm(k)
+
+    def _norm(self, x):
+        y = x.float()
+        return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+    def bias(self, q, q_pos, k_pos):
+        return self.inner.bias(q, q_pos, k_pos)
+
+    def end_forward(self):
+        self.inner.end_forward()
+
+
+class QueryTemperature(Encoding):
+    """Llama 4's attention temperature tuning on its NoPE layers (arXiv 2501.19399): q at position p is scaled
+    by log(floor((p + 1) / floor_scale) + 1) * attn_scale + 1, which is 1 below floor_scale - 1 and grows
+    with the log of the position beyond (transformers models/llama4/modeling_llama4.py,
+    Llama4TextAttention.forward, attn_temperature_tuning). Absolute: it reads positions, not distances."""
+
+    def __init__(self, floor_scale, attn_scale):
+        super().__init__()
+        if floor_scale <= 0 or attn_scale < 0:
+            raise ValueError(f"temperature needs floor_scale > 0 and attn_scale >= 0, got {floor_scale}, {attn_scale}")
+        self.floor_scale, self.attn_scale = float(floor_scale), float(attn_scale)
+
+    def scale(self, pos):
+        """(T,) fp32 factors for positions pos (T,)."""
+        return torch.log1p(torch.floor((pos.float() + 1.0) / self.floor_scale)) * self.attn_scale + 1.0
+
+    def rotate(self, q, k, pos):
+        return (q * self.scale(pos).to(q.device)[:, None]).to(q.dtype), k

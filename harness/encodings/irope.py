@@ -1,0 +1,24 @@
+"""iRoPE, Llama 4's per-layer policy (transformers models/llama4/modeling_llama4.py and
+configuration_llama4.py): RoPE layers with Llama 4's weightless QK-norm after the rotation, and every
+`nope_every`-th layer (1-based: layer i is NoPE when (i + 1) % nope_every == 0, as HF's no_rope_layers) a
+NoPE layer whose queries get the attention temperature log(floor((p + 1) / floor_scale) + 1) * attn_scale + 1
+(arXiv 2501.19399). Llama 4: nope_every 4, rope_theta 500000, interleaved pairs (its complex rotation),
+floor_scale 8192, attn_scale 0.1. Defaults scaled to this harness's 2-layer, 64-token models: nope_every 2,
+floor_scale 64 (the temperature starts beyond the train length, as Llama 4's beyond 8k)."""
+from harness.encodings import rope
+from harness.encodings._layered import L2Normed, Layered, QueryTemperature
+
+
+class IRoPE(Layered):
+    """cycle = [L2Normed(rope)] * (nope_every - 1) + [QueryTemperature]; rope_qk_norm=False drops the norm."""
+
+    relative = False  # the NoPE layers' temperature reads absolute positions
+    rotary = False  # the QK-norm rescales q and k
+
+    def __init__(self, *, head_dim, nope_every=2, base=500000.0, layout="interleaved", rope_qk_norm=True,
+                 floor_scale=64.0, attn_scale=0.1, impl="auto"):
+        if not isinstance(nope_every, int) or nope_every < 2:
+            raise ValueError(f"nope_every must be an integer >= 2 (every n-th layer is NoPE), got {nope_every!r}")
+        r = rope.Rope(head_dim=head_dim, base=base, layout=layout, impl=impl)
+        super().__init__([L2Normed(r) if rope_qk_norm else r] * (nope_every - 1)
+                         + [QueryTemperature(floor_scale, attn_scale)])
