@@ -12,7 +12,7 @@ import yaml
 
 from harness import encodings, results, stats
 from harness import model as model_lib
-from harness.claims import CLAIMS, costs, judge, maths, run, trained, trained_compare
+from harness.claims import CLAIMS, costs, judge, maths, run, trained, trained_compare, trained_layers
 from harness.claims.attention import locality, probabilities
 from harness.claims.table import VERDICTS, Claim, Evidence, by_parts, plot, write
 from harness.config import from_dict, to_dict
@@ -62,6 +62,11 @@ def _rvl(ratio, params=0.0, n=3):
     return {**ivs(n, ratio_rope_learned=ratio), "params_rope": params, "params_learned": 9.0}
 
 
+def _prope(r1=0.99, r8=0.9, n=3):
+    """p-RoPE / RoPE PPL ratios at 1x and 8x for both p (rule keys p0.25_r1 ...)."""
+    return ivs(n, **{f"p{p}_r{k}": r for p in (0.25, 0.75) for k, r in ((1, r1), (8, r8))})
+
+
 WIDE = (0.5, -0.3, 1.3)  # a mean on the claim's side whose CI crosses the threshold
 
 
@@ -105,6 +110,11 @@ CASES = {
                                     (_extrap(sin_minus_learned=WIDE), I), (_extrap(n=2), I)],
     trained_compare.linear_rule: [(_linear(-1.0, 0.4), S), (_linear(-1.0, 0.9), C), (_linear(1.0, 0.4), C),
                           (_linear((-0.1, -0.5, 0.3), 0.4), I), (_linear(-1.0, 0.4, n=2), I), ({}, I)],
+    trained_layers.rnope_vs_rope_rule: [(ivs(r4=0.9, r8=0.8), S), (ivs(r4=0.9, r8=1.2), C),
+                                        (ivs(r4=0.9, r8=(0.95, 0.8, 1.1)), I), (ivs(n=2, r4=0.9, r8=0.8), I),
+                                        ({}, I)],
+    trained_layers.prope_vs_rope_rule: [(_prope(), S), (_prope(r1=1.2, r8=1.1), C), (_prope(r8=(1.0, 0.9, 1.1)), I),
+                                        (_prope(r1=1.05), I), (_prope(n=2), I), ({}, I)],
     trained_compare.rope_vs_learned_rule: [(_rvl(0.8), S), (_rvl(1.2), C), (_rvl(0.8, params=8.0), C), (_rvl(1.05), I),
                                    (_rvl((1.0, 0.9, 1.1)), I), (_rvl(0.8, n=2), I), (_rvl(0.8, params=NAN), I)],
 }
@@ -321,7 +331,9 @@ TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog {i * 7 % 
 RATIO = {"rope": (1.02, 1.2, 2.0), "learned": (1.2, 1.6, 2.2), "sinusoidal": (1.05, 1.2, 1.4),
          "alibi": (0.99, 0.98, 0.98), "t5": (1.0, 1.01, 1.01)}  # PPL at 2x, 4x, 8x over PPL at 1x
 PPL1 = {"rope": 5.0, "learned": 6.0, "sinusoidal": 6.5, "alibi": 5.5, "t5": 5.4, "rope_learned_freq": 5.1,
-        "rope_rf": 5.2}
+        "rope_rf": 5.2, "rnope_swa": 5.1}
+RATIO["rnope_swa"] = (1.01, 1.1, 1.5)  # 8x: 1.5 * 5.1 / (2.0 * 5.0) = 0.765 of rope's PPL
+PROPE = {0.25: (4.9, 1.6), 0.75: (5.2, 2.2)}  # p -> (1x PPL, 8x ratio) of the prope sweep
 BASE_PPL = {100.0: (6.0, 8.0), 10000.0: (5.0, 7.0), 1000000.0: (5.3, 9.0)}  # (1x, 8x); not the BASES of old
 
 
@@ -392,6 +404,10 @@ def sweeps(tmp_path_factory):
             _write_run(root, "base_ablation", f"encoding.base={b},seed={seed}", "rope", seed, 16,
                        _lm_rows(p1, (1.0, 1.0, p8 / p1), 16, seed), params={"base": b},
                        state=net.state_dict(), config=to_dict(cfg))
+        for p, (ppl1, r8) in PROPE.items():
+            _write_run(root, "prope", f"encoding.partial_rotary_factor={p},seed={seed}", "rope", seed, 32,
+                       _lm_rows(ppl1, (1.0, 1.0, r8), 32, seed),
+                       params={"rope_type": "proportional", "partial_rotary_factor": p})
     for seed in range(5):
         for enc, ppl1 in (("rope", 7.0), ("nope", 9.0)):
             _write_run(root, "claims", f"encoding={enc},seed={seed}", enc, seed, 32,
@@ -423,6 +439,18 @@ def test_ratio_claims_read_seeds_and_train_length_from_rows(sweeps, tmp_path):
     assert ev.numbers["r8_sinusoidal_minus_learned"] == pytest.approx(-0.8)
     v, reason = trained_compare.absolute_vs_bias_rule(ev.numbers)
     assert v == S and "(n=3)" in reason
+
+
+def test_layer_and_prope_claims_pair_by_seed(sweeps, tmp_path):
+    # per seed s the PPLs carry the same factor (1 + 0.02 s) and jitter in both encodings, so the paired ratio
+    # is exact: rnope_swa/rope at 8x = (5.1 * 1.5) / (5.0 * 2.0); p-RoPE/RoPE at 1x = ppl1_p / 5.0
+    n = _measure(sweeps, tmp_path, trained_layers.rnope_vs_rope).numbers
+    assert n["r8"] == pytest.approx(5.1 * 1.5 / (5.0 * 2.0)) and n["r8_n"] == 3
+    assert n["r4"] == pytest.approx(5.1 * 1.1 / (5.0 * 1.2))
+    n = _measure(sweeps, tmp_path, trained_layers.prope_vs_rope).numbers
+    for p, (ppl1, r8) in PROPE.items():
+        assert n[f"p{p}_r1"] == pytest.approx(ppl1 / 5.0) and n[f"p{p}_r1_n"] == 3
+        assert n[f"p{p}_r8"] == pytest.approx(ppl1 * r8 / (5.0 * 2.0))
 
 
 def test_base_claim_reads_the_bases_from_rows(sweeps, tmp_path):

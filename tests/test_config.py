@@ -52,6 +52,8 @@ AXES = {
     "extension": {"seed": range(3)},
     "lm_eval": {"seed": range(3), "encoding": ALL},
     "precision": {"seed": range(3), "encoding": ALL},
+    "prope": {"seed": range(3), "encoding.partial_rotary_factor": ["0.25", "0.75"]},
+    "qk_norm": {"seed": range(3), "encoding": ["rope", "nope"], "model.qk_norm": ["rms", "l2"]},
     "sizes": {"seed": range(3), "model": ["tiny", "small", "base"], "encoding": ["rope", "alibi"]},
     "synthetic": {"seed": range(3), "task": ["copy", "reverse", "kv_recall", "passkey", "grid2d"],
                   "encoding": ["nope", "sinusoidal", "alibi", "rope", "rope2d", "fire"]},
