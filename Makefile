@@ -22,7 +22,7 @@ SEEDS ?=   # empty: the preset's own seed count (default 3, claims 5); SEEDS=5 r
 RESULTS ?= results/sweeps
 CLAIMS_OUT ?= results/claims
 
-.PHONY: help install test test-fast sweep report bench bench-check eval claims clean
+.PHONY: help install test test-fast faults sweep report bench bench-check eval claims clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -43,7 +43,11 @@ test: install  ## the whole test suite (< 10 min on 2 cores)
 	$(PY) -m pytest -q
 
 test-fast: install  ## tests without the few marked slow
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow and not faults"
+
+# Hostile-but-fair inputs and faults against the real CLI, one row per case (expectations: tests/fault_cases.py).
+faults: install  ## the fault-injection battery -> results/faults.md (< 5 min)
+	$(PY) -m tests.faults --out results/faults.md
 
 sweep: install  ## train + measure every run of preset SWEEP (default: all encodings, lm), then the report
 	$(PY) -m harness -m sweep=$(SWEEP) $(if $(strip $(SEEDS)),seeds=$(strip $(SEEDS)))

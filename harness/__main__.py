@@ -168,7 +168,9 @@ def validate(argv):
         distinct = {tuple(o for o in job if not re.fullmatch(r"seed=\d+", o)): job for job in all_jobs}
         lm_eval_tasks = set()
         for job in distinct.values():
-            lm_eval_tasks.update(config_lib.to_config(compose("config", overrides=job)).eval.lm_eval_tasks)
+            job_cfg = config_lib.to_config(compose("config", overrides=job))
+            runner.check(job_cfg)  # data spec, model and encoding knobs, device: before any job starts
+            lm_eval_tasks.update(job_cfg.eval.lm_eval_tasks)
         if lm_eval_tasks:  # checked before any training; lm-eval is a heavy import, made only when asked
             importlib.import_module("harness.lmeval.rows").check_tasks(sorted(lm_eval_tasks))
         _check_writable(Path(str(OmegaConf.select(cfg, "out"))))

@@ -130,6 +130,15 @@ CORPORA: Dict[str, Callable[[], Tuple[bytes, str]]] = {"kjv": _kjv, "pystdlib": 
 DEFAULT_CORPUS = "kjv"
 
 
+def check_corpus(corpus: str):
+    """What load_corpus would refuse by its spec alone (no reading): an unknown name or a missing path."""
+    if corpus in CORPORA or (corpus.startswith("hf:") and len(corpus) > 3):
+        return
+    if not (corpus and Path(corpus).expanduser().exists()):
+        raise ValueError(f"unknown corpus {corpus!r}; expected one of {list(CORPORA)}, an existing file or "
+                         f"folder path, or 'hf:<dataset>[:<config>]'")
+
+
 @functools.lru_cache(maxsize=None)
 def load_corpus(corpus: str = DEFAULT_CORPUS) -> Corpus:
     """Load a corpus by name, path or hf: spec; assembled once per process (cached)."""
@@ -137,11 +146,9 @@ def load_corpus(corpus: str = DEFAULT_CORPUS) -> Corpus:
         data, source = CORPORA[corpus]()
     elif corpus.startswith("hf:") and len(corpus) > 3:
         data, source = _hf(corpus)
-    elif corpus and Path(corpus).expanduser().exists():
-        data, source = _path(corpus)
     else:
-        raise ValueError(f"unknown corpus {corpus!r}; expected one of {list(CORPORA)}, an existing file or "
-                         f"folder path, or 'hf:<dataset>[:<config>]'")
+        check_corpus(corpus)
+        data, source = _path(corpus)
     if len(data) < 2:
         raise ValueError(f"corpus {corpus!r} has {len(data)} bytes; need at least 2")
     return Corpus(name=corpus, data=data, sha256=hashlib.sha256(data).hexdigest(), source=source)

@@ -246,8 +246,9 @@ def main(argv=None):
     a = p.parse_args(argv)
     try:
         path = build(a.paths, a.out or a.paths[0], a.kernel_max_len, a.reference, a.test)
-    except (ValueError, FileNotFoundError) as e:
-        raise SystemExit(f"harness.report: error: {e}")
+    except (ValueError, FileNotFoundError) as e:  # the user's paths or options: exit 2, as harness and argparse
+        print(f"harness.report: error: {e}", file=sys.stderr)
+        sys.exit(2)
     print(f"wrote {path}")
     err = log_summary(a.paths, path.parent, a.wandb)
     if err:

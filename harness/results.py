@@ -138,7 +138,7 @@ def config_hash(cfg) -> str:
     from harness.config import to_dict
     try:
         data = tasks.data_identity(cfg.task)
-    except Exception:  # noqa: BLE001 - an unreadable corpus: the run itself fails with this error, recorded
+    except (ValueError, OSError):  # an unreadable corpus: the run itself fails with this error, recorded
         data = None
     d = {k: v for k, v in to_dict(cfg).items() if k not in NOT_RESULTS}
     text = json.dumps([d, harness.__version__] + ([data] if data else []), sort_keys=True, default=str)

@@ -67,6 +67,16 @@ def measure(model, task, cfg: Config, device, generator, progress, rows):
         rows += lm_eval.rows_for_model(model, cfg, list(ev.lm_eval_tasks), device=device, progress=progress)
 
 
+def check(cfg: Config):
+    """What a run would refuse, found before any run starts (harness.__main__ validates each job with it): the
+    task's data spec, the model and encoding built on the CPU with every knob, and the device."""
+    tasks.check(cfg.task)
+    model_lib.from_config(cfg.model, cfg.encoding)
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device={cfg.device!r} but this torch ({torch.__version__}) sees no CUDA device; "
+                         f"use device=cpu")
+
+
 def _log_wandb(cfg, run_dir, run_id, df, train_log, status):
     """The run's W&B record, after its local files; status.json then says `wandb: done` (and any
     `wandb_error`, also printed: local results stand either way)."""

@@ -29,8 +29,14 @@ class LMTask:
         return tokens[self.data.eval_offset(tokens.numel(), need, self.seed):]
 
     @staticmethod
+    def check(task_cfg):
+        from harness import data  # as in __init__: harness.data is imported only where a corpus is read
+        data.check_corpus(task_cfg.corpus)
+
+    @staticmethod
     def data_identity(task_cfg):
         """What the config does not say about the data: the corpus bytes (a file edited in place)."""
+        from harness import data
         return {"corpus_sha256": data.load_corpus(task_cfg.corpus).sha256}
 
     def describe(self):
@@ -64,6 +70,10 @@ class SyntheticTask:
         self.min_len = task_cfg.min_len
         self.eval_samples, self.depths = task_cfg.eval_samples, list(task_cfg.depths)
         self.seed = seed
+
+    @staticmethod
+    def check(task_cfg):
+        """The generator's parameters are checked by TaskConfig already."""
 
     @staticmethod
     def data_identity(task_cfg):
@@ -100,6 +110,11 @@ def build(task_cfg, seed):
     if task_cfg.name not in TASK_NAMES:
         raise ValueError(f"unknown task {task_cfg.name!r}; expected one of {list(TASK_NAMES)}")
     return KINDS.get(task_cfg.name, SyntheticTask)(task_cfg, seed)
+
+
+def check(task_cfg):
+    """What building the task would refuse, found without reading its data (before any run starts)."""
+    KINDS.get(task_cfg.name, SyntheticTask).check(task_cfg)
 
 
 def data_identity(task_cfg):

@@ -138,8 +138,9 @@ def test_reference_option_and_unknown_reference(tmp_path, capsys):
     assert comp["rope"][3] == "0.125" and comp["rope"][-1] == "no"
     with pytest.raises(SystemExit) as e:
         report.main([str(sweep), "--out", str(tmp_path / "o2"), "--reference", "yarn"])
-    msg = str(e.value)
-    assert msg.count("\n") == 0 and "unknown reference 'yarn'" in msg and "alibi, rope, twin" in msg
+    msg = capsys.readouterr().err
+    assert e.value.code == 2 and msg.count("\n") == 1 and msg.startswith("harness.report: error: ")
+    assert "unknown reference 'yarn'" in msg and "alibi, rope, twin" in msg
     assert not (tmp_path / "o2" / "report.md").exists()
     with pytest.raises(ValueError, match="unknown test 'z'; valid: t, permutation"):
         report.build([sweep], tmp_path / "o3", test="z")

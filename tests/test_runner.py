@@ -87,6 +87,14 @@ def test_a_measurement_that_fails_keeps_the_checkpoint_and_the_rows_before_it(tm
     assert "(RuntimeError: precision study out of memory)" in line  # the printed line gives the reason
 
 
+def reran(out):  # the runner's own line, not a tmp path that happens to contain the word
+    return any(line.startswith("rerun run: ") for line in out.splitlines())
+
+
+def skipped(out):
+    return any(line.startswith("skip run: ") for line in out.splitlines())
+
+
 def test_a_finished_run_is_rerun_when_its_resolved_config_changed(tmp_path, capsys):
     cfg = tiny(tmp_path)
     runner.run(cfg, tmp_path / "run", progress=False)
@@ -94,22 +102,26 @@ def test_a_finished_run_is_rerun_when_its_resolved_config_changed(tmp_path, caps
     moved = tiny(tmp_path, **{"train.lr": 1e-3})  # e.g. a changed default in conf/train/default.yaml
     where = tiny(tmp_path, **{"threads": 1, "wandb.mode": "offline", "sweep": "other"})  # not what is measured
     runner.run(where, tmp_path / "run", progress=False)
-    assert "skip" in capsys.readouterr().out and results.read_status(tmp_path / "run")["config_hash"] == first
+    assert skipped(capsys.readouterr().out) and results.read_status(tmp_path / "run")["config_hash"] == first
     runner.run(moved, tmp_path / "run", progress=False)
-    assert "rerun" in capsys.readouterr().out
+    assert reran(capsys.readouterr().out)
     second = results.read_status(tmp_path / "run")["config_hash"]
     assert second != first and results.finished(tmp_path / "run")
     runner.run(moved, tmp_path / "run", progress=False)  # and now it is current: skipped
-    assert "skip" in capsys.readouterr().out
+    assert skipped(capsys.readouterr().out)
 
 
 def test_a_finished_run_is_rerun_when_its_corpus_file_changed(tmp_path, capsys):
     cfg = tiny(tmp_path)
-    runner.run(cfg, tmp_path / "run", progress=False)
+    assert runner.run(cfg, tmp_path / "run", progress=False)["status"] == "ok"
+    first = results.read_status(tmp_path / "run")["config_hash"]
+    assert not reran(capsys.readouterr().out)
     (tmp_path / "corpus.txt").write_text(TEXT.replace("fox", "cat"))  # same path and config, other bytes
     data.load_corpus.cache_clear()  # as a new process would read it
-    runner.run(cfg, tmp_path / "run", progress=False)
-    assert "rerun" in capsys.readouterr().out and results.finished(tmp_path / "run")
+    assert results.config_hash(cfg) != first
+    assert runner.run(cfg, tmp_path / "run", progress=False)["status"] == "ok"
+    assert reran(capsys.readouterr().out) and results.finished(tmp_path / "run")
+    assert results.read_status(tmp_path / "run")["config_hash"] == results.config_hash(cfg)
 
 
 def test_unfinished_run_is_restarted(tmp_path):

@@ -6,7 +6,7 @@ import torch
 from harness.encodings._base import Encoding
 from harness.rope import LAYOUTS, frequencies, rotary_table
 from harness.rope.frequencies import SEQ_LEN_TYPES
-from harness.rope.apply import apply_rotary_qk
+from harness.rope.apply import apply_rotary_qk, check_impl
 
 
 class Rope(Encoding):
@@ -20,6 +20,7 @@ class Rope(Encoding):
         super().__init__()
         if layout not in LAYOUTS:
             raise ValueError(f"unknown rope layout {layout!r}; expected one of {list(LAYOUTS)}")
+        check_impl(impl)
         self.head_dim, self.base, self.layout, self.impl = head_dim, float(base), layout, impl
         self.partial_rotary_factor = partial_rotary_factor
         self.rope_type, self.scaling = rope_type, dict(scaling or {})

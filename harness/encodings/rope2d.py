@@ -4,7 +4,7 @@ import torch
 
 from harness.encodings._base import Encoding
 from harness.rope import LAYOUTS, frequencies, rotary_table
-from harness.rope.apply import apply_rotary_qk
+from harness.rope.apply import apply_rotary_qk, check_impl
 
 
 class Rope2D(Encoding):
@@ -21,6 +21,7 @@ class Rope2D(Encoding):
             raise ValueError(f"unknown rope layout {layout!r}; expected one of {list(LAYOUTS)}")
         if width < 1:
             raise ValueError(f"rope2d width must be >= 1, got {width}")
+        check_impl(impl)
         self.width, self.layout, self.impl = int(width), layout, impl
         self.head_dim, self.base = head_dim, float(base)
         self.shift_unit = self.width

@@ -4,6 +4,7 @@ import torch
 
 from harness.encodings._base import Encoding
 from harness.rope import LAYOUTS, apply_rotary, frequencies, rotary_table
+from harness.rope.apply import check_impl
 
 
 def zeta(head_dim, device=None, dtype=torch.float32):
@@ -22,6 +23,7 @@ class XPos(Encoding):
         if layout not in LAYOUTS:
             raise ValueError(f"unknown rope layout {layout!r}; expected one of {list(LAYOUTS)}")
         self.head_dim, self.base = head_dim, float(base)
+        check_impl(impl)
         self.layout, self.impl, self.scale_base = layout, impl, float(scale_base)
 
     def rotate(self, q, k, pos):

@@ -96,6 +96,12 @@ def pick(x, cos, sin):
     return resolved("auto", x.device)
 
 
+def check_impl(impl):
+    """An encoding's `impl` knob at build time, before any tensor: one line listing the choices."""
+    if impl not in AUTO and impl not in IMPLS:
+        raise ValueError(f"unknown rope impl {impl!r}; expected one of {['auto', *IMPLS]}")
+
+
 def apply_rotary(x, cos, sin, layout="half", impl="eager"):
     """Rotate x (..., T, D) by the table cos/sin (T, R/2) with the named implementation."""
     name = "fastest" if impl == "auto" else impl
