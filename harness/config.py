@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from harness import encodings, resolvers, synthetic  # noqa: F401 - resolvers: conf/ interpolates them
+from harness import encodings, flex, resolvers, synthetic  # noqa: F401 - resolvers: conf/ interpolates them
 from harness.pipelines import Pipeline, load_pipeline, pipeline_names
 
 # Names this schema validates, owned here; encoding and synthetic-task names come from their registries.
@@ -49,18 +49,19 @@ class ModelConfig:
     attention: str = "softmax"
     mlp_ratio: int = 4
     qk_norm: str = "none"  # none | rms (Qwen3: learned gain, before the rotation) | l2 (Llama 4: after it)
+    attention_impl: str = "auto"  # auto | sdpa | flex: a bias of i - j alone as a table in FlexAttention (harness.flex)
 
     def __post_init__(self):
         _choice("model.attention", self.attention, ATTENTIONS)
         _choice("model.qk_norm", self.qk_norm, QK_NORMS)
+        _choice("model.attention_impl", self.attention_impl, flex.IMPLS)
         if self.attention == "linear" and self.qk_norm != "none":  # harness.model says why, for direct use
             raise ValueError(f"model.qk_norm={self.qk_norm!r} needs model.attention=softmax; got linear")
         _positive("model", self, ("n_layers", "d_model", "n_heads", "mlp_ratio"))
         if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"model.d_model {self.d_model} is not divisible by n_heads {self.n_heads}; "
                              f"set model.head_dim explicitly")
-        if self.head_dim is None:
-            self.head_dim = self.d_model // self.n_heads
+        self.head_dim = self.d_model // self.n_heads if self.head_dim is None else self.head_dim
         _positive("model", self, ("head_dim",))
 
 
@@ -98,9 +99,8 @@ class TrainConfig:
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     log_every: int = 10
-    # Randomized positions (Ruoss et al. 2023): each step feeds a sorted random subset of
-    # [0, max_position) shared by the batch. 0 = off (positions 0..T-1).
-    max_position: int = 0
+    # Randomized positions (Ruoss et al. 2023): each step feeds a sorted random subset of [0, max_position)
+    max_position: int = 0  # shared by the batch; 0 = off (positions 0..T-1)
 
     def __post_init__(self):
         _positive("train", self, ("seq_len", "steps", "batch_size", "log_every"))
@@ -275,10 +275,10 @@ class Config:
 
 
 def encoding_params(cfg: Config) -> Dict[str, Any]:
-    """The encoding's own parameters (everything but its name), plus `qk_norm` when the model sets one (it
-    changes what positions do to the scores, so rows and labels carry it), as plain Python values."""
+    """The encoding's own parameters but its name, as plain values, plus what rows and labels must carry: `qk_norm`
+    when set (it changes what positions do to the scores), `attention_impl` when FlexAttention runs (harness.flex)."""
     qk = {"qk_norm": cfg.model.qk_norm} if cfg.model.qk_norm != "none" else {}
-    return {**{k: v for k, v in cfg.encoding.items() if k != "name"}, **qk}
+    return {**{k: v for k, v in cfg.encoding.items() if k != "name"}, **qk, **flex.recorded(cfg)}
 
 
 def to_config(cfg) -> Config:

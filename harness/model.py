@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness import encodings
+from harness import encodings, flex
 from harness.config import ATTENTIONS, QK_NORMS
 from harness.encodings import Encoding
 VOCAB_SIZE = 256  # byte-level
@@ -100,10 +100,12 @@ class QKNorm(nn.Module):
 class Block(nn.Module):
     """Pre-norm attention + MLP. The encoding is shared by all blocks and passed in, not owned."""
 
-    def __init__(self, d_model, n_heads, head_dim, attention, mlp_ratio, qk_norm="none", layer=0):
+    def __init__(self, d_model, n_heads, head_dim, attention, mlp_ratio, qk_norm="none", layer=0,
+                 attention_impl="sdpa"):
         super().__init__()
         self.n_heads, self.head_dim, self.attention = n_heads, head_dim, attention
         self.layer = layer  # the block's depth: which encoding of a per-layer policy it uses (Encoding.at)
+        self.attention_impl = attention_impl  # flex | auto: this layer's bias may run in FlexAttention (harness.flex)
         self.qk_norm = QKNorm(qk_norm, head_dim) if qk_norm != "none" else None
         self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.qkv = nn.Linear(d_model, 3 * n_heads * head_dim, bias=False)
@@ -117,8 +119,8 @@ class Block(nn.Module):
         qkv = self.qkv(self.ln1(x)).view(B, T, 3, self.n_heads, self.head_dim)
         return qkv.permute(2, 0, 3, 1, 4)
 
-    def encoded(self, x, encoding, pos):
-        """The softmax path's inputs: rotated q, k, then v and the encoding's bias (or None)."""
+    def rotated(self, x, encoding, pos):
+        """This block's encoding (encoding.at(layer)) and its rotated q, k, and v: the softmax path before a bias."""
         encoding = encoding.at(self.layer)
         q, k, v = self.heads(x)
         if self.qk_norm is not None:
@@ -126,6 +128,11 @@ class Block(nn.Module):
         q, k = encoding.rotate(q, k, pos)
         if self.qk_norm is not None:
             q, k = self.qk_norm.apply(q, k, after_rotation=True)
+        return encoding, q, k, v
+
+    def encoded(self, x, encoding, pos):
+        """The softmax path's inputs: rotated q, k, then v and the encoding's bias (or None)."""
+        encoding, q, k, v = self.rotated(x, encoding, pos)
         return q, k, v, encoding.bias(q, pos, pos)
 
     def logits(self, x, encoding, pos):
@@ -139,8 +146,12 @@ class Block(nn.Module):
         B, T, _ = x.shape
         if self.attention == "linear":
             y = linear_attention(*self.heads(x), encoding.at(self.layer), pos)
-        else:
-            y = softmax_attention(*self.encoded(x, encoding, pos))
+        else:  # a bias of i - j alone as an (H, T) table in FlexAttention where this call can, else SDPA
+            enc, q, k, v = self.rotated(x, encoding, pos)
+            if self.attention_impl != "sdpa" and flex.runs(self.attention_impl, q, pos):
+                y = flex.attention(q, k, v, enc, pos)
+            else:
+                y = softmax_attention(q, k, v, enc.bias(q, pos, pos))
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, -1))
         return x + self.mlp(self.ln2(x))
 
@@ -149,7 +160,7 @@ class Transformer(nn.Module):
     """Byte-level decoder-only LM: embed -> encoding.embed -> blocks -> LayerNorm -> tied output."""
 
     def __init__(self, *, encoding: Encoding, n_layers=2, d_model=128, n_heads=4, head_dim=None,
-                 attention="softmax", mlp_ratio=4, vocab_size=VOCAB_SIZE, qk_norm="none"):
+                 attention="softmax", mlp_ratio=4, vocab_size=VOCAB_SIZE, qk_norm="none", attention_impl="auto"):
         super().__init__()
         if attention not in ATTENTIONS:
             raise ValueError(f"unknown attention {attention!r}; expected one of {list(ATTENTIONS)}")
@@ -161,10 +172,15 @@ class Transformer(nn.Module):
         if attention == "linear" and any(encoding.at(i).has_bias for i in range(encoding.period)):
             raise ValueError(f"encoding {encoding.name!r} adds an attention-score bias, which linear "
                              f"attention cannot take; use attention=softmax or a bias-free encoding")
+        if attention == "linear" and attention_impl == "flex":
+            raise ValueError("model.attention_impl='flex' needs attention=softmax (FlexAttention is a softmax "
+                             "kernel); use model.attention_impl=auto or sdpa")
+        flexible = flex.layer_plan(attention_impl, encoding, n_layers)  # per block; ValueError if flex cannot run
         head_dim = head_dim or d_model // n_heads  # direct construction; from_config passes it resolved
         self.encoding = encoding
         self.tok = nn.Embedding(vocab_size, d_model)
-        self.blocks = nn.ModuleList(Block(d_model, n_heads, head_dim, attention, mlp_ratio, qk_norm, layer=i)
+        self.blocks = nn.ModuleList(Block(d_model, n_heads, head_dim, attention, mlp_ratio, qk_norm, layer=i,
+                                          attention_impl=attention_impl if flexible[i] else "sdpa")
                                     for i in range(n_layers))
         self.ln_f = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab_size, bias=False)
@@ -196,4 +212,5 @@ def from_config(model_cfg, encoding):
                           head_dim=model_cfg.head_dim, **params)
     return Transformer(encoding=enc, n_layers=model_cfg.n_layers, d_model=model_cfg.d_model,
                        n_heads=model_cfg.n_heads, head_dim=model_cfg.head_dim, attention=model_cfg.attention,
-                       mlp_ratio=model_cfg.mlp_ratio, qk_norm=model_cfg.qk_norm)
+                       mlp_ratio=model_cfg.mlp_ratio, qk_norm=model_cfg.qk_norm,
+                       attention_impl=model_cfg.attention_impl)

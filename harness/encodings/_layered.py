@@ -18,7 +18,7 @@ class Windowed(Encoding):
         if not isinstance(window, int) or isinstance(window, bool) or window < 1:
             raise ValueError(f"window must be an integer >= 1 (keys a query sees, itself included), got {window!r}")
         self.inner, self.window = inner, window
-        self.relative, self.rotary = inner.relative, inner.rotary
+        self.relative, self.rotary, self.content_bias = inner.relative, inner.rotary, inner.content_bias
 
     def rotate(self, q, k, pos):
         return self.inner.rotate(q, k, pos)
@@ -76,7 +76,11 @@ class L2Normed(Encoding):
     def __init__(self, inner, eps=1e-5):
         super().__init__()
         self.inner, self.eps = inner, eps
-        self.relative = inner.relative
+        self.relative, self.content_bias = inner.relative, inner.content_bias
+
+    @property
+    def has_bias(self):
+        return self.inner.has_bias  # bias() only passes the inner's on
 
     def rotate(self, q, k, pos):
         q, k = self.inner.rotate(q, k, pos)
