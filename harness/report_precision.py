@@ -38,13 +38,16 @@ def run_pipelines(paths):
 
 
 def kernel_rows(paths, out, max_len=MAX_LEN):
-    """The kernel-level rows as a DataFrame, computed once per sweep and cached in out."""
+    """The kernel-level rows as a DataFrame, computed once per sweep and cached in out (a cache of the same key
+    that an earlier report left in one of `paths`, the results themselves, is read too)."""
     pipelines = [load_pipeline(n) for n in pipeline_names()] + run_pipelines(paths)
     fields = sorted(row("", 0, "", protocol="", dtype=""))  # a cache written with other fields is not read
     key = json.dumps([[asdict(p) for p in pipelines], max_len, bias_encodings(), fields], sort_keys=True)
-    cache = Path(out) / f"precision_kernel-{hashlib.sha256(key.encode()).hexdigest()[:10]}.parquet"
-    if cache.exists():
-        return pd.read_parquet(cache)
+    name = f"precision_kernel-{hashlib.sha256(key.encode()).hexdigest()[:10]}.parquet"
+    cache = Path(out) / name
+    for found in [cache] + [Path(p) / name for p in paths]:
+        if found.exists():
+            return pd.read_parquet(found)
     df = pd.DataFrame(precision_report_rows(pipelines=pipelines, max_len=max_len))
     df["eval_len"] = df["eval_len"].astype("Int64")
     buf = io.BytesIO()
