@@ -15,6 +15,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 import yaml
@@ -104,6 +105,17 @@ def _states(ctx, sweep, encoding):
     """{seed: state_dict} of `encoding`'s checkpoints in a sweep (a seed run twice: the later dir)."""
     return {seed: torch.load(d / results.CHECKPOINT, map_location="cpu", weights_only=True)["state_dict"]
             for seed, d in _checkpoints(ctx, sweep, encoding)}
+
+
+def log_ratio(numbers, key, a, b):
+    """numbers[key, key_lo, key_hi, key_n]: exp of the paired mean of log a - log b and of its CI (a, b: per-seed
+    PPL Series by seed), a geometric-mean ratio; NaN with n = 0 when either is missing."""
+    p = stats.paired(np.log(a), np.log(b)) if len(a) and len(b) else None
+    if p is None or p.n == 0:
+        numbers.update({key: math.nan, f"{key}_lo": math.nan, f"{key}_hi": math.nan, f"{key}_n": 0.0})
+        return
+    numbers.update({key: math.exp(p.diff), f"{key}_lo": math.exp(p.lo), f"{key}_hi": math.exp(p.hi),
+                    f"{key}_n": float(p.n)})
 
 
 def _band(per_seed):

@@ -3,13 +3,12 @@ with RoPE), 15 (RoPE vs a learned table in distribution). Same conventions as ha
 readers, per-seed values, stats intervals and judge rules)."""
 
 import math
-import numpy as np
 import pandas as pd
 
 from harness import stats
 from harness.claims.judge import est, every, fewest, judge, put, show, unmeasured, within
 from harness.claims.table import Evidence, by_parts, fmt, plot, verdict
-from harness.claims.trained import MULTIPLES, C, I, S, _col, _ratios, _states, _values, cells, rows
+from harness.claims.trained import MULTIPLES, C, I, S, _col, _ratios, _states, _values, cells, log_ratio, rows
 
 # ---- 7 and 8. extrapolation
 SLIGHT, BAD = 1.10, 1.50  # PPL ratio vs 1x: < 1.10 slight, [1.10, 1.50) noticeable, >= 1.50 bad
@@ -154,9 +153,7 @@ def rope_vs_learned(ctx):
     put(n, "ppl_rope", stats.interval(rope))
     put(n, "ppl_learned", stats.interval(learned))
     # paired on log PPL: the CI of the mean log ratio, shown as a ratio (geometric mean over seeds)
-    p = stats.paired(np.log(rope), np.log(learned))
-    n.update(ratio_rope_learned=math.exp(p.diff), ratio_rope_learned_lo=math.exp(p.lo),
-             ratio_rope_learned_hi=math.exp(p.hi), ratio_rope_learned_n=float(p.n))
+    log_ratio(n, "ratio_rope_learned", rope, learned)
     for e in ("rope", "learned"):
         states = _states(ctx, "default", e)
         state = states[min(states)] if states else None  # the parameter count does not depend on the seed

@@ -2,27 +2,12 @@
 removing the lowest frequencies does not hurt and helps beyond the train length). Same conventions as
 harness.claims.trained: per-seed values, paired by seed, judged on the 95% CI (stats.paired on log PPL, shown
 as a geometric-mean ratio)."""
-import math
-
-import numpy as np
-
-from harness import stats
 from harness.claims.judge import est, fewest, judge, show, unmeasured
 from harness.claims.table import Evidence, by_parts, verdict
-from harness.claims.trained import I, _col, _values, cells, rows
+from harness.claims.trained import I, _col, _values, cells, log_ratio, rows
 
 NO_HARM = (1.03, 1.10)  # PPL ratio at 1x: CI below 1.03 does not hurt; CI above 1.10 hurts
 P_ROPE = (0.25, 0.75)  # Barbero et al.'s rope_percentage values (sweep prope)
-
-
-def _log_ratio(numbers, key, a, b):
-    """numbers[key...] = exp of the paired mean of log a - log b (a, b per-seed PPL Series by seed)."""
-    p = stats.paired(np.log(a), np.log(b)) if len(a) and len(b) else None
-    if p is None or p.n == 0:
-        numbers.update({key: math.nan, f"{key}_lo": math.nan, f"{key}_hi": math.nan, f"{key}_n": 0.0})
-        return
-    numbers.update({key: math.exp(p.diff), f"{key}_lo": math.exp(p.lo), f"{key}_hi": math.exp(p.hi),
-                    f"{key}_n": float(p.n)})
 
 
 # ---- 16. RNoPE-SWA vs RoPE beyond the train length
@@ -31,7 +16,7 @@ def rnope_vs_rope(ctx):
     n = {}
     for k in (4, 8):
         t = cells(df, "ppl", k)  # (seed x encoding) PPL at k x the train length
-        _log_ratio(n, f"r{k}", _col(t, "rnope_swa"), _col(t, "rope"))
+        log_ratio(n, f"r{k}", _col(t, "rnope_swa"), _col(t, "rope"))
     return Evidence(n, f"PPL rnope_swa / rope beyond the train length {_values(df, 'train_len')}, paired by seed: "
                        + ", ".join(show(est(n, f"r{k}"), f"{k}x") for k in (4, 8)), None, n=fewest(n, ("r4", "r8")))
 
@@ -54,7 +39,7 @@ def prope_vs_rope(ctx):
         base = _col(cells(rope, "ppl", k), "rope")
         per_p = cells(prope, "ppl", k, by="partial_rotary_factor", rope_type="proportional")
         for p in P_ROPE:
-            _log_ratio(n, f"p{p}_r{k}", _col(per_p, p), base)
+            log_ratio(n, f"p{p}_r{k}", _col(per_p, p), base)
     keys = [f"p{p}_r{k}" for p in P_ROPE for k in (1, 8)]
     return Evidence(n, "PPL p-RoPE / RoPE (base 10000), paired by seed: " + ", ".join(
         show(est(n, key), key.replace("_r", " at ").replace("p0", "p=0") + "x") for key in keys), None,
