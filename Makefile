@@ -39,11 +39,15 @@ $(STAMP): pyproject.toml
 	$(PY) -c "import torch; assert 'torch==' + torch.__version__ == open('$(VENV)/constraints.txt').read().strip(), 'torch was replaced'"
 	touch $@
 
-test: install  ## the whole test suite (< 10 min on 2 cores)
-	$(PY) -m pytest -q
+# Two pytest workers (pytest-xdist) halve the wall time on 2 cores: most tests are one process's Python or a
+# subprocess. Tests that assert on wall-clock time (marker serial) run afterwards, alone.
+TEST_JOBS ?= 2
+test: install  ## the whole test suite (< 10 min on 2 cores, set-up included)
+	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not serial and not faults"
+	$(PY) -m pytest -q -m "serial and not faults"
 
 test-fast: install  ## tests without the few marked slow
-	$(PY) -m pytest -q -m "not slow and not faults"
+	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not slow and not faults"
 
 # Hostile-but-fair inputs and faults against the real CLI, one row per case (expectations: tests/fault_cases.py).
 faults: install  ## the fault-injection battery -> results/faults.md (< 5 min)

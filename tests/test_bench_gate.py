@@ -52,6 +52,7 @@ def test_baseline_is_committed_and_covers_the_gated_kernels():
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_gate_passes_on_unchanged_tree():
     run = _gate("-m", "harness.measure.kernel_bench")
     assert run.returncode == 0, run.stdout + run.stderr
@@ -59,6 +60,7 @@ def test_gate_passes_on_unchanged_tree():
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_gate_fails_on_planted_slowdown():
     run = _gate("-c", PLANT)
     assert run.returncode == 1, run.stdout + run.stderr

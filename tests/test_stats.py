@@ -59,6 +59,7 @@ def test_interval_bootstrap_known_answer():
     assert const.lo == const.hi == 4.0 and const.half == 0.0
 
 
+@pytest.mark.serial
 def test_bootstrap_interval_is_fast():
     # called for hundreds of cells by the report: must stay well under 10 ms (best of 5, shared CPUs)
     best = min(_timed(lambda: stats.interval(X, method="bootstrap")) for _ in range(5))
@@ -219,6 +220,7 @@ def test_rank_bootstrap_clear_best_and_shared_p_best():
     assert one.loc["better", "rank"] == 1 and one[["lo", "hi", "p_best"]].isna().all().all()
 
 
+@pytest.mark.serial
 def test_rank_bootstrap_is_fast():
     t = _table({f"v{i}": np.random.default_rng(i).normal(i * 0.01, 0.1, 5) for i in range(16)})
     best = min(_timed(lambda: stats.rank_bootstrap(t, n_boot=2000)) for _ in range(3))
