@@ -57,8 +57,10 @@ sweep: install  ## train + measure every run of preset SWEEP (default: all encod
 	$(PY) -m harness -m sweep=$(SWEEP) $(if $(strip $(SEEDS)),seeds=$(strip $(SEEDS)))
 	$(MAKE) --no-print-directory report
 
+# The report's attention-paths section: the CSVs of python -m harness.measure.flex_bench (FLEX_CSV= for none).
+FLEX_CSV ?= $(wildcard results/flex/*.csv)
 report: install  ## report.md + PNG plots from the rows in $(RESULTS)/$(SWEEP)
-	$(PY) -m harness.report $(RESULTS)/$(SWEEP)
+	$(PY) -m harness.report $(RESULTS)/$(SWEEP) $(if $(FLEX_CSV),--flex $(FLEX_CSV))
 
 # Kernel speed: R = RoPE bytes/s over copy_ bytes/s, alternating in one process.
 BENCH_DEVICE ?= cpu

@@ -1,5 +1,5 @@
 """Rows -> report.md with tables + PNG plots. `python -m harness.report RESULTS... [--out DIR]
-[--reference VARIANT] [--test t|permutation]`.
+[--reference VARIANT] [--test t|permutation] [--flex CSV...]`.
 
 Each curve or table row is a *variant* (harness.report_labels). Runs that differ only in their seed are
 one variant: every number is a mean over seeds with its 95% interval, and every aggregation over
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import report_budget, report_confidence, report_lmeval, report_precision, results, stats, wandb_sink
+from harness import (report_budget, report_confidence, report_flex, report_lmeval, report_precision, results, stats,
+                     wandb_sink)
 from harness.measure.precision_pipelines import MAX_LEN
 from harness.report_labels import prepare, variants
 from harness.report_plots import fig_bars, fig_cost, fig_curves, fig_passkey, fig_training, save
@@ -30,7 +31,10 @@ def pick_reference(df, reference):
         if reference not in valid:
             raise ValueError(f"unknown reference {reference!r}; variants: {', '.join(valid)}")
         return reference
-    return DEFAULT_REFERENCE if DEFAULT_REFERENCE in valid else (valid[0] if valid else None)
+    # rope, or rope with every other label part at its default (`rope qk_norm=default` beside qk_norm variants)
+    plain = [v for v in valid if v.split(" ")[0] == DEFAULT_REFERENCE and all(
+        part.endswith("=default") for part in v.split(" ")[1:])]
+    return plain[0] if plain else (valid[0] if valid else None)
 
 
 def select(df, metric, protocol=None):
@@ -188,10 +192,11 @@ def training_section(df, out, made):
     return md
 
 
-def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t"):
+def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=()):
     """Write out/report.md and out/*.png from the rows under paths; returns the report path.
     kernel_max_len: longest position of the precision section's kernel-level grid. reference: the variant
-    the Comparisons are against (default rope when present); test: "t" (paired t) or "permutation"."""
+    the Comparisons are against (default rope when present); test: "t" (paired t) or "permutation";
+    flex: CSVs of harness.measure.flex_bench for the attention-paths section."""
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; valid: {', '.join(TESTS)}")
     out = Path(out)
@@ -200,6 +205,7 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t"):
         raise ValueError(f"no rows under {[str(p) for p in paths]}; run a sweep first (make sweep)")
     df = prepare(df)
     reference = pick_reference(df, reference)  # an unknown reference fails before any file is written
+    report_flex.read(flex)  # so does a bad --flex file
     out.mkdir(parents=True, exist_ok=True)
     seeds = sorted(df.seed.dropna().unique())
     made, md = [], [f"# Positional-encoding benchmark report\n",
@@ -223,6 +229,7 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t"):
     md += report_lmeval.section(df)
     md += throughput_section(df, out, made)
     md += report_precision.section(df, paths, out, made, md_table, kernel_max_len)
+    md += report_flex.section(flex, out, made)
     md += training_section(df, out, made)
     nan = df[df.value.isna() & df.params.str.contains("nan_reason")]
     if not nan.empty:
@@ -241,11 +248,13 @@ def main(argv=None):
     p.add_argument("--reference", default=None,
                    help=f"variant the Comparisons are against (default: {DEFAULT_REFERENCE} when present)")
     p.add_argument("--test", default="t", choices=TESTS, help="paired test of the Comparisons (default: t)")
+    p.add_argument("--flex", nargs="+", default=[], metavar="CSV",
+                   help="attention-paths section from python -m harness.measure.flex_bench CSVs")
     p.add_argument("--wandb", default="offline", choices=("offline", "online", "disabled"),
                    help="log the over-seed summary as one W&B run per report (default: offline, in OUT/wandb_files)")
     a = p.parse_args(argv)
     try:
-        path = build(a.paths, a.out or a.paths[0], a.kernel_max_len, a.reference, a.test)
+        path = build(a.paths, a.out or a.paths[0], a.kernel_max_len, a.reference, a.test, a.flex)
     except (ValueError, FileNotFoundError) as e:  # the user's paths or options: exit 2, as harness and argparse
         print(f"harness.report: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -65,7 +65,8 @@ def variants(df: pd.DataFrame, drop=()) -> pd.Series:
         keys = sorted({k for p in g.params for k in own[p]})
         varying = [k for k in keys if len({json.dumps(own[p].get(k), sort_keys=True) for p in g.params}) > 1]
         for p in g.params:
-            core[(enc, p)] = " ".join([str(enc)] + [f"{k}={own[p].get(k)}" for k in varying])
+            # a knob a run's params lack was left at its default (params carry model knobs only when set)
+            core[(enc, p)] = " ".join([str(enc)] + [f"{k}={own[p].get(k, 'default')}" for k in varying])
     label = pd.Series([core[k] for k in zip(df["encoding"], df["params"])], index=df.index, dtype=object)
     steps = train_steps(df)
     parts = (("model", df["model"].astype(str)),

@@ -3,9 +3,9 @@
 
 Kernel rows (harness.measure.precision.precision_report_rows) do not depend on a run, so the report
 computes them once and caches them next to report.md as precision_kernel-<hash>.parquet (the hash covers
-the pipelines, max_len, the bias encodings and the rows' fields; delete the file to recompute). The
-pipelines are every conf/precision preset plus any other pipeline a run named (precision.pipeline in its
-.hydra/config.yaml)."""
+the pipelines, max_len, the bias encodings, the per-layer members and the rows' fields; delete the file to
+recompute). The pipelines are every conf/precision preset plus any other pipeline a run named
+(precision.pipeline in its .hydra/config.yaml)."""
 import hashlib
 import io
 import json
@@ -19,6 +19,7 @@ import yaml
 from harness import results, stats
 from harness.measure.precision import precision_report_rows, safe_length
 from harness.measure.precision_bias import bias_encodings
+from harness.measure.precision_layers import members
 from harness.measure.precision_pipelines import MAX_LEN, Pipeline, load_pipeline, pipeline_names, row
 from harness.report_tables import ci_table
 
@@ -42,7 +43,8 @@ def kernel_rows(paths, out, max_len=MAX_LEN):
     that an earlier report left in one of `paths`, the results themselves, is read too)."""
     pipelines = [load_pipeline(n) for n in pipeline_names()] + run_pipelines(paths)
     fields = sorted(row("", 0, "", protocol="", dtype=""))  # a cache written with other fields is not read
-    key = json.dumps([[asdict(p) for p in pipelines], max_len, bias_encodings(), fields], sort_keys=True)
+    key = json.dumps([[asdict(p) for p in pipelines], max_len, bias_encodings(), members(), fields],
+                     sort_keys=True)
     name = f"precision_kernel-{hashlib.sha256(key.encode()).hexdigest()[:10]}.parquet"
     cache = Path(out) / name
     for found in [cache] + [Path(p) / name for p in paths]:

@@ -12,6 +12,7 @@ from harness.lmeval.model import load_run
 from harness.__main__ import CONF
 from harness.measure import precision_model as PM
 from harness.measure.precision_bias import bias_encodings
+from harness.measure.precision_layers import members
 from harness.measure.precision_pipelines import pipeline_names, table
 from tests.test_runner import tiny
 
@@ -92,7 +93,8 @@ def test_report_precision_section_from_rows(run, tmp_path):
     k = pd.read_parquet(cache[0])  # the pipeline marker, not the encoding, tells the RoPE pipeline rows apart
     assert set(k.pipeline.dropna()) == set(pipeline_names())
     assert (k.pipeline.notna() == k.protocol.isin(pipeline_names())).all()
-    assert set(k.encoding[k.pipeline.isna()]) == {"rope", "xpos", *bias_encodings()}  # rope: positions rows
+    assert set(k.encoding[k.pipeline.isna()]) == {"rope", "xpos", *bias_encodings(), *members()}  # rope: positions
+    assert "| local_global:1 cast bf16 |" in md  # a per-layer policy's global RoPE layer in the safe table
     report.build([run[0]], tmp_path, kernel_max_len=256)
     assert list(tmp_path.glob("precision_kernel-*.parquet")) == cache
 

@@ -225,6 +225,14 @@ def test_runs_of_two_configs_never_share_a_label(tmp_path):
     assert set(report.variants(one)) == {"rope"}  # one config: no suffix
 
 
+def test_a_knob_left_at_its_default_reads_default():
+    """Rows carry a model knob such as qk_norm in params only when it is set (harness.config.encoding_params)."""
+    df = pd.concat([run_rows("rope", 0, lambda L: 6.0).assign(params=json.dumps(p))
+                    for p in ({}, {"qk_norm": "rms"})], ignore_index=True)
+    assert set(report.variants(df)) == {"rope qk_norm=default", "rope qk_norm=rms"}
+    assert report.pick_reference(report.prepare(df), None) == "rope qk_norm=default"  # the Comparisons' reference
+
+
 def test_wandb_summary_holds_the_over_seed_interval(tmp_path):
     """The report's W&B run (offline) carries each cell's mean, 95% CI and n from harness.stats: the same
     numbers as the tables; per-run W&B runs hold one seed each."""

@@ -153,6 +153,6 @@ def test_report_from_reference_has_tables_and_plots(tmp_path):
     for heading in ("Perplexity, nonoverlapping", "positions ≥ train length", "context extension",
                     "Train tokens/s", "Peak memory", "![extrapolation](extrapolation_lm.png)"):
         assert heading in md
-    assert "| rope+yarn |" in md and "| alibi |" in md
+    assert "| rope qk_norm=default+yarn |" in md and "| alibi |" in md  # default and qk_norm sweeps: labels say which
     for png in ("extrapolation_lm.png", "extension_lm.png", "throughput.png", "memory.png", "training.png"):
         assert (tmp_path / png).stat().st_size > 10_000

@@ -21,6 +21,7 @@ import math
 import torch
 
 from harness.measure.precision_bias import bias_rows, xpos_rows
+from harness.measure.precision_layers import member_rows
 from harness.measure.precision_pipelines import (DTYPES, MAX_LEN, REFERENCE, phase_error, pipeline_names,
                                                  resolve, rotate, round_tf32, row, sample_positions, table,
                                                  window_rows, windows)
@@ -188,10 +189,12 @@ SAFE_THRESHOLDS = (("phase_err_rad", 0.1), ("phase_err_rad", 1.0), ("logit_err",
 
 
 def precision_report_rows(*, head_dim=128, base=10000.0, max_len=MAX_LEN, pipelines=None):
-    """Every kernel-level row for the default grid (items 1-6), plus the safe_length summaries."""
+    """Every kernel-level row for the default grid (items 1-6), the per-layer policies' rotating members
+    (precision_layers), plus the safe_length summaries."""
     kw = dict(head_dim=head_dim, base=base, max_len=max_len)
     rows = (phase_rows(pipelines, **kw) + rotation_rows(pipelines, **kw) + logit_rows(pipelines, **kw)
-            + collision_rows(pipelines, **kw) + bias_rows(max_len=max_len) + xpos_rows(**kw))
+            + collision_rows(pipelines, **kw) + bias_rows(max_len=max_len) + xpos_rows(**kw)
+            + member_rows(max_len=max_len))
     return rows + [r for m, t in SAFE_THRESHOLDS for r in safe_length(rows, t, m)]
 
 
