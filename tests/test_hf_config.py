@@ -1,0 +1,306 @@
+"""HF configs in and out for the `rope` encoding (`harness/hf_config.py`), checked against transformers itself.
+
+For each model family, the rope part of its hub config.json (literal dicts below, each citing its repo id; nothing is
+downloaded) goes three ways: through `rope_from_hf` into our encoding, through the model's HF config class into its
+RotaryEmbedding (`inv_freq`, `attention_scaling`) or `ROPE_INIT_FUNCTIONS[rope_type]` (transformers/
+modeling_rope_utils.py), and back out through `rope_to_hf`. The frequencies must be equal bit for bit: both sides
+run the same float32 operations."""
+import copy
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS as HF_INIT  # noqa: E402
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3RotaryEmbedding  # noqa: E402
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import apply_rotary_pos_emb_interleave  # noqa: E402
+from transformers.models.gemma2.modeling_gemma2 import Gemma2RotaryEmbedding  # noqa: E402
+from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding  # noqa: E402
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb as llama_apply  # noqa: E402
+from transformers.models.phi.modeling_phi import PhiRotaryEmbedding  # noqa: E402
+from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding  # noqa: E402
+from transformers.models.phi3.modeling_phi3 import apply_rotary_pos_emb as phi3_apply  # noqa: E402
+from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding  # noqa: E402
+
+from harness.encodings import build  # noqa: E402
+from harness.hf_config import HF_ROPE_TYPES, rope_from_hf, rope_to_hf  # noqa: E402
+from harness.rope.frequencies import ROPE_INIT_FUNCTIONS, SEQ_LEN_TYPES  # noqa: E402
+
+# meta-llama/Llama-3.1-8B config.json (rope keys and the dims they need)
+LLAMA_31_8B = {
+    "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "max_position_embeddings": 131072,
+    "rope_theta": 500000.0, "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                             "original_max_position_embeddings": 8192, "rope_type": "llama3"}}
+# Qwen/Qwen2-7B config.json: plain RoPE at base 1e6
+QWEN2_7B = {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "max_position_embeddings": 131072,
+            "rope_theta": 1000000.0}
+# Qwen/Qwen2-7B-Instruct config.json (max_position_embeddings 32768) with the YaRN rope_scaling its model card says
+# to add for long inputs (legacy `type` key)
+QWEN2_7B_INSTRUCT_YARN = {
+    "model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0, "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 32768, "type": "yarn"}}
+# google/gemma-2-9b config.json: head_dim 256 is not hidden_size / heads (224)
+GEMMA2_9B = {"model_type": "gemma2", "head_dim": 256, "hidden_size": 3584, "num_attention_heads": 16,
+             "max_position_embeddings": 8192, "rope_theta": 10000.0}
+# deepseek-ai/DeepSeek-V3 config.json: MLA rotates the qk_rope_head_dim slice; YaRN with mscale; no rope_interleave
+# key, which DeepseekV3Config defaults to True
+DEEPSEEK_V3 = {"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128, "qk_nope_head_dim": 128,
+               "qk_rope_head_dim": 64, "v_head_dim": 128, "max_position_embeddings": 163840, "rope_theta": 10000,
+               "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
+                                "original_max_position_embeddings": 4096, "type": "yarn"}}
+# microsoft/phi-2 config.json: partial rotary, 32 of 80 features
+PHI_2 = {"model_type": "phi", "hidden_size": 2560, "num_attention_heads": 32, "max_position_embeddings": 2048,
+         "partial_rotary_factor": 0.4, "rope_theta": 10000.0}
+# meta-llama/Llama-2-7b-hf config.json dims; the rope_scaling are overrides (HF's Llama docs' linear / dynamic
+# examples): no hub checkpoint of this family ships them
+LLAMA_2_7B = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+              "max_position_embeddings": 4096, "rope_theta": 10000.0}
+LLAMA_2_LINEAR = {**LLAMA_2_7B, "rope_scaling": {"type": "linear", "factor": 4.0}}
+LLAMA_2_DYNAMIC = {**LLAMA_2_7B, "rope_scaling": {"type": "dynamic", "factor": 2.0}}  # no original_max_position_...
+# p-RoPE as Gemma 4's global layers use it (DESIGN.md §2: p = 0.25, base 1e6), v5 form; head_dim 128 is ours
+PROPORTIONAL = {"model_type": "llama", "head_dim": 128, "hidden_size": 1024, "num_attention_heads": 8,
+                "max_position_embeddings": 8192, "rope_parameters": {
+                    "rope_type": "proportional", "rope_theta": 1000000.0, "partial_rotary_factor": 0.25}}
+# microsoft/Phi-3.5-mini-instruct config.json (the Phi-3 family's LongRoPE layout: 48 factors = head_dim 96 / 2, no
+# factor in rope_scaling, original_max_position_embeddings at the top level). Values from a public copy of that file.
+PHI35_LONG = [
+    1.0800000429153442, 1.1100000143051147, 1.1399999856948853, 1.340000033378601, 1.5899999141693115,
+    1.600000023841858, 1.6200000047683716, 2.620000123977661, 3.2300000190734863, 3.2300000190734863,
+    4.789999961853027, 7.400000095367432, 7.700000286102295, 9.09000015258789, 12.199999809265137,
+    17.670000076293945, 24.46000099182129, 28.57000160217285, 30.420001983642578, 30.840002059936523,
+    32.590003967285156, 32.93000411987305, 42.320003509521484, 44.96000289916992, 50.340003967285156,
+    50.45000457763672, 57.55000305175781, 57.93000411987305, 58.21000289916992, 60.1400032043457,
+    62.61000442504883, 62.62000274658203, 62.71000289916992, 63.1400032043457, 63.1400032043457,
+    63.77000427246094, 63.93000411987305, 63.96000289916992, 63.970001220703125, 64.02999877929688,
+    64.06999969482422, 64.08000183105469, 64.12000274658203, 64.41000366210938, 64.4800033569336,
+    64.51000213623047, 64.52999877929688, 64.83999633789062,
+]
+PHI35_SHORT = [
+    1.0, 1.0199999809265137, 1.0299999713897705, 1.0299999713897705, 1.0499999523162842,
+    1.0499999523162842, 1.0499999523162842, 1.0499999523162842, 1.0499999523162842, 1.0699999332427979,
+    1.0999999046325684, 1.1099998950958252, 1.1599998474121094, 1.1599998474121094, 1.1699998378753662,
+    1.2899998426437378, 1.339999794960022, 1.679999828338623, 1.7899998426437378, 1.8199998140335083,
+    1.8499997854232788, 1.8799997568130493, 1.9099997282028198, 1.9399996995925903, 1.9899996519088745,
+    2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346,
+    2.0199997425079346, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914,
+    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914,
+    2.0799996852874756, 2.0899996757507324, 2.189999580383301, 2.2199995517730713, 2.5899994373321533,
+    2.729999542236328, 2.749999523162842, 2.8399994373321533,
+]
+PHI35_MINI = {"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 32, "max_position_embeddings": 131072,
+              "original_max_position_embeddings": 4096, "rope_theta": 10000.0,
+              "rope_scaling": {"long_factor": PHI35_LONG, "short_factor": PHI35_SHORT, "type": "longrope"}}
+
+# id: (config.json dict, HF config class, the model's RotaryEmbedding class)
+FAMILIES = {
+    "llama3.1": (LLAMA_31_8B, transformers.LlamaConfig, LlamaRotaryEmbedding),
+    "qwen2": (QWEN2_7B, transformers.Qwen2Config, Qwen2RotaryEmbedding),
+    "qwen2_yarn": (QWEN2_7B_INSTRUCT_YARN, transformers.Qwen2Config, Qwen2RotaryEmbedding),
+    "gemma2": (GEMMA2_9B, transformers.Gemma2Config, Gemma2RotaryEmbedding),
+    "deepseek_v3": (DEEPSEEK_V3, transformers.DeepseekV3Config, DeepseekV3RotaryEmbedding),
+    "phi2": (PHI_2, transformers.PhiConfig, PhiRotaryEmbedding),
+    "phi3.5_longrope": (PHI35_MINI, transformers.Phi3Config, Phi3RotaryEmbedding),
+    "llama2_linear": (LLAMA_2_LINEAR, transformers.LlamaConfig, LlamaRotaryEmbedding),
+    "llama2_dynamic": (LLAMA_2_DYNAMIC, transformers.LlamaConfig, LlamaRotaryEmbedding),
+    "proportional": (PROPORTIONAL, transformers.LlamaConfig, LlamaRotaryEmbedding),
+}
+# lengths at which the seq_len-dependent types are compared too: at, just past and far past the trained length
+LENGTHS = {"llama2_dynamic": (4096, 4097, 3 * 4096 + 5), "phi3.5_longrope": (4096, 4097, 131072)}
+
+
+def hf_config(family, overrides=None):
+    """The HF config object as transformers builds it from config.json (a deep copy: HF edits the dicts it gets)."""
+    cfg, cls, _ = FAMILIES[family]
+    return cls(**copy.deepcopy(overrides if overrides is not None else cfg))
+
+
+def hf_frequencies(family, config, seq_len=None):
+    """(inv_freq, attention_factor) as the model's RotaryEmbedding holds them at init, or as HF recomputes them at
+    seq_len (dynamic_rope_update calls ROPE_INIT_FUNCTIONS[rope_type](config, device, seq_len=...))."""
+    if seq_len is None:
+        rotary = FAMILIES[family][2](config)
+        return rotary.inv_freq, rotary.attention_scaling
+    return HF_INIT[config.rope_parameters["rope_type"]](config, None, seq_len=seq_len)
+
+
+def assert_same(ours, theirs):
+    (inv, att), (hf_inv, hf_att) = ours, theirs
+    assert inv.dtype == hf_inv.dtype == torch.float32 and inv.shape == hf_inv.shape
+    assert torch.equal(inv, hf_inv), (inv - hf_inv).abs().max()
+    assert att == pytest.approx(hf_att, rel=1e-15, abs=0)
+
+
+def test_hf_rope_types_are_transformers_own():
+    # every type HF computes (its ROPE_INIT_FUNCTIONS plus each model's "default") and nothing else; all are ours
+    assert set(HF_ROPE_TYPES) == set(HF_INIT) | {"default"}
+    assert set(HF_ROPE_TYPES) <= set(ROPE_INIT_FUNCTIONS)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_frequencies_equal_hf(family):
+    enc = build("rope", **rope_from_hf(FAMILIES[family][0]))
+    config = hf_config(family)
+    assert_same(enc.frequencies(None), hf_frequencies(family, config))
+    for seq_len in LENGTHS.get(family, ()):
+        assert enc.rope_type in SEQ_LEN_TYPES
+        assert_same(enc.frequencies(seq_len), hf_frequencies(family, config, seq_len))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_reads_what_transformers_v5_writes(family):
+    # PreTrainedConfig.to_dict: rope_theta moved into rope_parameters, type and rope_type both kept, Phi-3's
+    # partial_rotary_factor 1.0 and original_max_position_embeddings copied in
+    assert rope_from_hf(hf_config(family).to_dict()) == rope_from_hf(FAMILIES[family][0])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_round_trip_and_the_fragment_is_hf_correct(family):
+    params = rope_from_hf(FAMILIES[family][0])
+    fragment = rope_to_hf(params)
+    assert rope_from_hf(fragment) == params
+    assert "rope_scaling" not in fragment and "rope_theta" not in fragment  # v5 keeps them in rope_parameters
+    # the fragment alone (over the class's defaults) gives HF the same frequencies
+    config = hf_config(family, fragment)
+    enc = build("rope", **params)
+    assert_same(enc.frequencies(None), hf_frequencies(family, config))
+    for seq_len in LENGTHS.get(family, ()):
+        assert_same(enc.frequencies(seq_len), hf_frequencies(family, config, seq_len))
+
+
+# family: (HF's apply function for it, first position): offsets past the trained length make HF's forward switch
+# to LongRoPE's long factors / rescale dynamic NTK (dynamic_rope_update) and ours do the same from pos.max()
+ROTATIONS = {"deepseek_v3": (apply_rotary_pos_emb_interleave, 0), "qwen2_yarn": (llama_apply, 0),
+             "phi3.5_longrope": (phi3_apply, 5000), "llama2_dynamic": (llama_apply, 9000),
+             "proportional": (llama_apply, 0), "llama3.1": (llama_apply, 0)}
+
+
+@pytest.mark.parametrize("family", ROTATIONS)
+def test_rotated_scores_equal_hf(family):
+    # through both forwards: the model's RotaryEmbedding (cos, sin times attention_scaling) and its apply function
+    # against our rotate(). Compared as q.k scores: DeepSeek's interleave returns the pairs de-interleaved
+    # (x[2j] to j, x[2j+1] to j + D/2), a permutation of the features that q.k does not see.
+    apply, start = ROTATIONS[family]
+    params = rope_from_hf(FAMILIES[family][0])
+    gen = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 1, 2, 12, params["head_dim"], generator=gen)  # each (B, H, T, D)
+    pos = torch.arange(start, start + 12)
+    cos, sin = FAMILIES[family][2](hf_config(family))(q, pos[None])
+    hq, hk = apply(q, k, cos, sin)
+    oq, ok = build("rope", **params, impl="reference").rotate(q, k, pos)
+    torch.testing.assert_close(oq @ ok.transpose(-1, -2), hq @ hk.transpose(-1, -2), rtol=1e-5, atol=1e-5)
+
+
+def test_parameters_of_real_configs():
+    assert rope_from_hf(LLAMA_31_8B) == {
+        "head_dim": 128, "base": 500000.0, "layout": "half", "partial_rotary_factor": 1.0, "rope_type": "llama3",
+        "scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 8192}}
+    deepseek = rope_from_hf(DEEPSEEK_V3)
+    assert (deepseek["head_dim"], deepseek["layout"], deepseek["rope_type"]) == (64, "interleaved", "yarn")
+    assert rope_from_hf({**DEEPSEEK_V3, "rope_interleave": False})["layout"] == "half"
+    assert rope_from_hf(GEMMA2_9B)["head_dim"] == 256
+    assert rope_from_hf(PHI_2)["partial_rotary_factor"] == 0.4
+    phi3 = rope_from_hf(PHI35_MINI)["scaling"]
+    # Phi-3 has no factor: HF's is max_position_embeddings / original_max_position_embeddings = 32
+    assert (phi3["factor"], phi3["original_max_position_embeddings"]) == (32.0, 4096)
+    assert rope_from_hf({**PHI35_MINI, "rope_scaling": {**PHI35_MINI["rope_scaling"], "type": "su"}}) == \
+        rope_from_hf(PHI35_MINI)  # Phi-3's first name for LongRoPE
+
+
+def test_dynamic_takes_max_position_embeddings_as_trained_length():
+    # HF's dynamic NTK never reads original_max_position_embeddings: its trained length is max_position_embeddings
+    params = rope_from_hf(LLAMA_2_DYNAMIC)
+    assert params["scaling"] == {"factor": 2.0, "original_max_position_embeddings": 4096}
+    assert rope_to_hf(params)["max_position_embeddings"] == 4096
+    assert "original_max_position_embeddings" not in rope_to_hf(params)["rope_parameters"]
+    same = {**LLAMA_2_DYNAMIC, "rope_scaling": {"type": "dynamic", "factor": 2.0,
+                                                "original_max_position_embeddings": 4096}}
+    assert rope_from_hf(same) == params
+
+
+def test_rope_theta_top_level_or_in_rope_parameters():
+    v4 = {"hidden_size": 64, "num_attention_heads": 2, "rope_theta": 5e5}
+    v5 = {"hidden_size": 64, "num_attention_heads": 2, "rope_parameters": {"rope_type": "default", "rope_theta": 5e5}}
+    both = {**v5, "rope_theta": 500000}  # equal values: fine
+    assert rope_from_hf(v4) == rope_from_hf(v5) == rope_from_hf(both)
+    assert rope_from_hf(v4)["base"] == 500000.0 and rope_from_hf(v4)["rope_type"] == "default"
+
+
+def test_per_layer_rope_parameters():
+    # google/gemma-3-4b-it config.json text_config: global layers linear x8 at 1e6, local layers at 1e4;
+    # Gemma3TextConfig turns it into v5's per-layer-type rope_parameters
+    gemma3 = {"head_dim": 256, "hidden_size": 2560, "num_attention_heads": 8, "num_hidden_layers": 34,
+              "max_position_embeddings": 131072, "sliding_window": 1024, "rope_theta": 1000000.0,
+              "rope_local_base_freq": 10000.0, "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}
+    config = transformers.Gemma3TextConfig(**copy.deepcopy(gemma3))
+    saved, rotary = config.to_dict(), Gemma3RotaryEmbedding(config)
+    for layer_type, rope_type in (("full_attention", "linear"), ("sliding_attention", "default")):
+        params = rope_from_hf(saved, layer_type=layer_type)
+        assert params["rope_type"] == rope_type
+        hf = getattr(rotary, f"{layer_type}_inv_freq"), getattr(rotary, f"{layer_type}_attention_scaling")
+        assert_same(build("rope", **params).frequencies(None), hf)
+    with pytest.raises(ValueError, match=r"layer_type None is not one of \['full_attention', 'sliding_attention'\]"):
+        rope_from_hf(saved)
+
+
+def test_to_hf_fills_defaults_and_drops_impl():
+    fragment = rope_to_hf({"head_dim": 64, "impl": "eager"})
+    assert fragment == {"head_dim": 64, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}
+    interleaved = rope_to_hf({"head_dim": 64, "layout": "interleaved", "partial_rotary_factor": 0.5})
+    assert interleaved["rope_interleave"] is True and interleaved["rope_parameters"]["partial_rotary_factor"] == 0.5
+
+
+DIMS = {"hidden_size": 64, "num_attention_heads": 2, "max_position_embeddings": 128, "rope_theta": 10000.0}
+BAD_FROM_HF = [
+    ({**DIMS, "rope_scaling": {"type": "ntk", "factor": 2.0}},
+     r"unknown rope_type 'ntk'; expected one of \['default'"),
+    ({**DIMS, "rope_scaling": {"type": "mrope", "mrope_section": [8, 4, 4]}}, r"unknown rope_type 'mrope'"),
+    ({**DIMS, "rope_scaling": {"rope_type": "linear"}},
+     r"rope_type 'linear' needs \['factor'\]; its keys: \['factor'\]"),
+    # HF requires both llama3 blend factors (_validate_llama3_rope_parameters), ours default to Llama 3.1's
+    ({**DIMS, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0}},
+     r"rope_type 'llama3' needs \['low_freq_factor'\]"),
+    ({**DIMS, "rope_scaling": {"rope_type": "default", "mrope_section": [8, 4, 4]}},
+     r"keys \['mrope_section'\] are not taken by rope_type 'default'; its keys: \[\]"),
+    ({**DIMS, "rope_scaling": {"rope_type": "yarn", "type": "linear", "factor": 2.0}},
+     r"conflicting rope_type 'yarn' and legacy type 'linear'"),
+    ({**DIMS, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}, r"conflicting rope_theta"),
+    ({**DIMS, "rope_scaling": {"type": "linear", "factor": 2.0}, "rope_parameters": {"type": "linear", "factor": 4.0}},
+     r"both rope_parameters and rope_scaling"),
+    ({**DIMS, "partial_rotary_factor": 0.5, "rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.25}},
+     r"conflicting partial_rotary_factor"),
+    ({**DIMS, "rope_scaling": {"type": "dynamic", "factor": 2.0, "original_max_position_embeddings": 64}},
+     r"original_max_position_embeddings 64 differs from max_position_embeddings 128"),
+    ({"hidden_size": 64, "num_attention_heads": 2, "rope_scaling": {"type": "dynamic", "factor": 2.0},
+      "rope_theta": 1e4}, r"rope_type 'dynamic' needs max_position_embeddings"),
+    ({**DIMS, "original_max_position_embeddings": 32,
+      "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}},
+     r"conflicting original_max_position_embeddings"),
+    ({"hidden_size": 64, "num_attention_heads": 2}, r"config needs rope_theta"),
+    ({"rope_theta": 1e4}, r"config needs head_dim, or hidden_size and num_attention_heads"),
+    ({**DIMS, "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 8, "long_factor": [1.0] * 8}},
+     r"longrope short_factor needs 16 entries"),
+    ({**DIMS, "rope_scaling": {"type": "linear", "factor": 0.5}}, r"factor must be >= 1"),
+]
+
+
+@pytest.mark.parametrize("config, message", BAD_FROM_HF)
+def test_bad_hf_config_is_one_line(config, message):
+    with pytest.raises(ValueError, match=message) as info:
+        rope_from_hf(config)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"head_dim": 64, "rope_type": "ntk", "scaling": {"factor": 2.0}}, r"rope_type 'ntk' has no HF equivalent; HF's"),
+    ({"head_dim": 64, "window": 8}, r"rope does not take \['window'\]; its parameters: \['head_dim'"),
+    ({"base": 1e4}, r"rope_to_hf needs head_dim"),
+    ({"head_dim": 64, "rope_type": "yarn", "scaling": {"factor": 2.0}},
+     r"needs \['original_max_position_embeddings'\]"),
+])
+def test_bad_params_are_one_line(params, message):
+    with pytest.raises(ValueError, match=message) as info:
+        rope_to_hf(params)
+    assert "\n" not in str(info.value)
