@@ -182,9 +182,6 @@ def rope_to_hf(params: dict) -> dict:
     if rope_type in ORIGINAL_LENGTH_TYPES:
         # also top-level: Phi3Config's own original_max_position_embeddings (default 4096) overrides the inner one
         out[ORIGINAL] = scaling[ORIGINAL]
-    if rope_type in DERIVED_FACTOR_TYPES and "factor" not in scaling:
-        # HF would derive a missing factor from max_position_embeddings; ours defaults it, so write our default
-        scaling["factor"] = inspect.signature(ROPE_INIT_FUNCTIONS[rope_type]).parameters["factor"].default
     rp = {"rope_type": rope_type, "rope_theta": p["base"]}
     if p["partial_rotary_factor"] != 1.0:
         rp["partial_rotary_factor"] = p["partial_rotary_factor"]

@@ -304,3 +304,18 @@ def test_bad_params_are_one_line(params, message):
     with pytest.raises(ValueError, match=message) as info:
         rope_to_hf(params)
     assert "\n" not in str(info.value)
+
+
+def test_longrope_needs_its_factor():
+    """Phi-3's rope_scaling has no factor; HF derives 32 (131072 / 4096), whose attention factor is
+    sqrt(1 + ln 32 / ln 4096) = 1.1902 (transformers modeling_rope_utils._compute_longrope_parameters). A default
+    of 1 would give 1.0 silently, so our longrope refuses a missing factor and rope_from_hf supplies HF's."""
+    from harness.rope.frequencies import frequencies
+    ones = [1.0] * 32
+    with pytest.raises(ValueError, match=r"^rope_type 'longrope' needs \['factor'\]"):
+        frequencies("longrope", 64, short_factor=ones, long_factor=ones, original_max_position_embeddings=4096)
+    cfg = {"head_dim": 64, "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+           "rope_theta": 10000.0, "rope_scaling": {"type": "longrope", "short_factor": ones, "long_factor": ones}}
+    p = rope_from_hf(cfg)
+    _, attention = frequencies(p["rope_type"], p["head_dim"], p["base"], **p["scaling"])
+    assert attention == pytest.approx(1.1902380714238083)
