@@ -1,7 +1,7 @@
-"""The kernel-speed gate (`make bench-check`) fails on a planted slowdown and passes on the tree as it is.
+"""The kernel-speed gate (`make bench-check`) fails on a planted 2x slowdown and passes on the tree as it is.
 
 The slowdown is planted in a child process only: harness.rope.cpu.launch is wrapped to run its
-kernel three times (the extra passes a careless change would add), then the real CLI runs against the
+kernel twice (the extra pass a careless change would add), then the real CLI runs against the
 committed baseline. The child gets the same GLIBC_TUNABLES as `make bench-check`.
 """
 import json
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from harness.measure.kernel_bench import compare
+from harness.measure.kernel_gate import compare, floors
 from harness.measure.kernel_spec import BASELINE, GATED
 
 ROOT = pathlib.Path(__file__).parents[1]
@@ -23,7 +23,7 @@ import sys
 import harness.rope.cpu as cpu
 fast = cpu.launch
 def slow(*args, **kwargs):
-    for _ in range(3):
+    for _ in range(2):
         fast(*args, **kwargs)
 cpu.launch = slow
 from harness.measure.kernel_bench import main
@@ -31,17 +31,27 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _gate(*code):
-    args = ["check", "--baseline", str(ROOT / BASELINE), "--runs", "3", "--keys", KEY]
+def _gate(*code, keys=None):
+    args = ["check", "--baseline", str(ROOT / BASELINE), "--runs", "5", "--keys", *(keys or [KEY])]
     return subprocess.run([sys.executable, *code, *args], cwd=ROOT, env=ENV, capture_output=True, text=True)
 
 
-def test_compare_flags_only_drops_beyond_30_percent():
-    base = {"a": 1.0, "b": 0.5}
-    assert compare({"a": [0.4, 0.71], "b": [0.36]}, base) == []
-    assert compare({"a": [0.69, 0.6], "b": [0.9]}, base) == ["a: R 0.690 < 0.70 x baseline 1.000"]
+def test_compare_flags_only_keys_below_their_floor():
+    assert compare({"a": [0.4, 0.71], "b": [0.36]}, {"a": 0.7, "b": 0.35}) == []
+    assert compare({"a": [0.69, 0.6], "b": [0.9]}, {"a": 0.7, "b": 0.35}) == ["a: R 0.690 < floor 0.700"]
     with pytest.raises(ValueError, match="baseline keys not measured: \\['b'\\]"):
-        compare({"a": [1.0]}, base)
+        compare({"a": [1.0]}, {"a": 0.7, "b": 0.35})
+
+
+def test_floor_is_the_geometric_midpoint_of_the_slowest_run_and_half_the_fastest():
+    doc = {"R": {"a": 1.2, "b": 1.0, "gpu": 0.9},
+           "machines": {"m1": {"a": [1.0, 1.1], "b": [0.5, 0.6]}, "m2": {"a": [1.5, 1.2], "b": [1.1]}}}
+    with pytest.raises(ValueError, match=r"^b: R spreads 0.500..1.100 over machines \(>= 2x\)"):
+        floors(doc)
+    del doc["R"]["b"]
+    f = floors(doc)
+    assert f["a"] == pytest.approx((1.0 * 1.5 / 2) ** 0.5)  # unchanged >= 1.0 passes, 2x slower <= 0.75 fails
+    assert f["gpu"] == pytest.approx(0.7 * 0.9)  # no machines recorded: 30% below its R
 
 
 def test_baseline_is_committed_and_covers_the_gated_kernels():
@@ -49,6 +59,7 @@ def test_baseline_is_committed_and_covers_the_gated_kernels():
     assert set(doc["R"]) == set(GATED)
     assert doc["meta"]["statistic"] == "median of runs" and doc["meta"]["runs"] >= 3
     assert "mmap_threshold=268435456" in doc["meta"]["glibc_tunables"]
+    assert len(doc["machines"]) >= 2 and set(floors(doc)) == set(GATED)  # every floor exists (spread < 2x)
 
 
 @pytest.mark.slow

@@ -25,6 +25,7 @@ import time
 import torch
 import torch._functorch.config  # noqa: F401  (donated_buffer, below)
 
+from harness.measure.kernel_gate import compare, floors
 from harness.measure.kernel_report import report
 from harness.measure.kernel_spec import BASELINE, DROP, DTYPES, GATED, SHAPES, target
 from harness.rope.frequencies import frequencies
@@ -187,24 +188,16 @@ def best_of(keys, runs, budget_s=0.5, device="cpu"):
     return out
 
 
-def compare(measured, baseline, drop=DROP):
-    """Lines for every gated key whose best R fell more than `drop` below its baseline R."""
-    missing = [key for key in baseline if key not in measured]
-    if missing:
-        raise ValueError(f"baseline keys not measured: {missing}; measured {sorted(measured)}")
-    return [f"{key}: R {max(measured[key]):.3f} < {1 - drop:.2f} x baseline {ref:.3f}"
-            for key, ref in baseline.items() if max(measured[key]) < (1 - drop) * ref]
-
-
-def check(path=BASELINE, runs=3, keys=None):
-    """The CI gate: best of `runs` per key vs the committed baseline; returns the failure lines."""
-    base = json.loads(pathlib.Path(path).read_text())["R"]
-    base = {key: base[key] for key in (keys or base)}
-    measured = best_of(list(base), runs)
-    for key in base:
-        print(f"{key:42s} R best {max(measured[key]):.3f}  baseline {base[key]:.3f}  "
-              f"floor {(1 - DROP) * base[key]:.3f}  runs {' '.join(f'{r:.3f}' for r in measured[key])}")
-    return compare(measured, base)
+def check(path=BASELINE, runs=5, keys=None):
+    """The CI gate: best of `runs` per key against its floor (harness.measure.kernel_gate); the failure lines."""
+    doc = json.loads(pathlib.Path(path).read_text())
+    floor = floors(doc)
+    floor = {key: floor[key] for key in (keys or floor)}
+    measured = best_of(list(floor), runs)
+    for key in floor:
+        print(f"{key:42s} R best {max(measured[key]):.3f}  baseline {doc['R'][key]:.3f}  "
+              f"floor {floor[key]:.3f}  runs {' '.join(f'{r:.3f}' for r in measured[key])}")
+    return compare(measured, floor)
 
 
 def gpu_keys():
@@ -218,11 +211,17 @@ def gpu_keys():
 def write_baseline(path=BASELINE, runs=5, keys=GATED, device="cpu"):
     """Baseline = median R of `runs` runs per gated key, with the environment it was measured in."""
     measured = best_of(keys, runs, device=device)
-    doc = dict(meta=dict(environment(device), runs=runs, statistic="median of runs", drop=DROP,
+    old = json.loads(pathlib.Path(path).read_text()) if pathlib.Path(path).exists() else {}
+    env = environment(device)
+    doc = dict(meta=dict(env, runs=runs, statistic="median of runs", drop=DROP,
                          command=" ".join([sys.executable, "-m", "harness.measure.kernel_bench", *sys.argv[1:]])),
                R={key: statistics.median(v) for key, v in measured.items()}, runs=measured,
                targets={key: target(key.split("/")[0], key.split("/")[1], key.split("/")[4], device)
-                        for key in keys})
+                        for key in keys},
+               # every machine measured so far sets the gate's floors (kernel_gate); this one joins them
+               machines={**old.get("machines", {}), f"{platform.node()} {env['time']}":
+                         {key: [max(v)] for key, v in measured.items()}})
+    floors(doc)  # a spread of 2x or more over machines is an error now, not a gate that cannot work
     pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(path).write_text(json.dumps(doc, indent=1) + "\n")
     return doc
@@ -251,7 +250,7 @@ def main(argv=None):
             tgt = doc["targets"][key]
             print(f"{key:45s} R {r:.3f}" + ("" if tgt is None else f"  target {tgt:.2f} {'met' if r >= tgt else 'MISSED'}"))
     else:
-        failures = check(a.baseline, a.runs or 3, a.keys)
+        failures = check(a.baseline, a.runs or 5, a.keys)
         for line in failures:
             print(f"KERNEL SPEED REGRESSION {line}")
         print("bench-check: " + ("FAILED" if failures else "passed"))
