@@ -8,6 +8,7 @@ attention_factor. `rope_to_hf` writes the fragment HF v5 saves (`PreTrainedConfi
 constructor knob but `impl` spelled out) round-trip exactly: `rope_from_hf(rope_to_hf(p)) == p`.
 """
 import inspect
+from pathlib import Path
 
 from harness.encodings import ENCODINGS
 from harness.rope.frequencies import ROPE_INIT_FUNCTIONS, frequencies
@@ -191,4 +192,71 @@ def rope_to_hf(params: dict) -> dict:
     return out
 
 
-__all__ = ["HF_ROPE_TYPES", "rope_from_hf", "rope_to_hf"]
+def _hydra(v):
+    """A value in Hydra's override grammar: dicts as {k: v}, lists as [a, b], scalars as themselves."""
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_hydra(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(map(_hydra, v)) + "]"
+    return str(v)
+
+
+def overrides(params: dict) -> list:
+    """Hydra overrides that select these rope parameters (`python -m harness ...`); head_dim is the model's.
+    A dict or list is quoted for the shell and forced with ++ (rope.yaml's `scaling: {}` has no keys to
+    override)."""
+    out = ["encoding=rope"]
+    for k, v in params.items():
+        if k != "head_dim":
+            out.append(f"'++encoding.{k}={_hydra(v)}'" if isinstance(v, (dict, list)) else f"encoding.{k}={v}")
+    return out
+
+
+def from_run(run_dir) -> dict:
+    """The HF fragment of a run's rope encoding (its resolved .hydra/config.yaml); head_dim from the model."""
+    import yaml
+    f = Path(run_dir) / ".hydra" / "config.yaml"
+    if not f.is_file():
+        raise ValueError(f"{run_dir}: no .hydra/config.yaml (a run dir of python -m harness)")
+    cfg = yaml.safe_load(f.read_text())
+    enc, model = dict(cfg.get("encoding") or {}), cfg.get("model") or {}
+    if enc.pop("name", None) != "rope":
+        raise ValueError(f"{run_dir}: its encoding is not rope; HF configs describe RoPE")
+    head_dim = model.get("head_dim") or model["d_model"] // model["n_heads"]
+    return rope_to_hf({**enc, "head_dim": head_dim})
+
+
+def main(argv=None):
+    import argparse
+    import json
+    import sys
+    ap = argparse.ArgumentParser(prog="python -m harness.hf_config",
+                                 description="HF config.json -> Hydra overrides of encoding=rope, or a run -> HF")
+    ap.add_argument("config", nargs="?", help="an HF config.json")
+    ap.add_argument("--layer-type", help="with per-layer-type rope_parameters (Gemma 3): which one")
+    ap.add_argument("--from-run", metavar="RUN_DIR", help="print the HF rope fragment of this run's encoding")
+    a = ap.parse_args(argv)
+    try:
+        if (a.config is None) == (a.from_run is None):
+            raise ValueError("give an HF config.json or --from-run RUN_DIR (one of them)")
+        if a.from_run:
+            print(json.dumps(from_run(a.from_run), indent=1))
+            return 0
+        try:
+            cfg = json.loads(Path(a.config).read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"{a.config}: not a readable JSON file ({e})") from None
+        params = rope_from_hf(cfg, layer_type=a.layer_type)
+    except ValueError as e:
+        print(f"harness.hf_config: error: {e}", file=sys.stderr)
+        return 2
+    print(" ".join(overrides(params)))
+    print(f"# head_dim {params['head_dim']}: choose model.d_model / model.n_heads to give it", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = ["HF_ROPE_TYPES", "from_run", "main", "overrides", "rope_from_hf", "rope_to_hf"]

@@ -319,3 +319,43 @@ def test_longrope_needs_its_factor():
     p = rope_from_hf(cfg)
     _, attention = frequencies(p["rope_type"], p["head_dim"], p["base"], **p["scaling"])
     assert attention == pytest.approx(1.1902380714238083)
+
+
+def test_cli_prints_overrides_that_compose_to_the_same_rope(tmp_path, capsys):
+    """`python -m harness.hf_config config.json` -> Hydra overrides; composed, they are rope_from_hf's parameters."""
+    import json
+    import shlex
+
+    from hydra import compose, initialize_config_dir
+
+    from harness import config as config_lib
+    from harness.__main__ import CONF
+    from harness.hf_config import main
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_31_8B))
+    assert main([str(tmp_path / "config.json")]) == 0
+    out = capsys.readouterr()
+    assert out.err.startswith("# head_dim 128: ")
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg = config_lib.to_config(compose("config", overrides=shlex.split(out.out)))
+    got = {k: v for k, v in config_lib.to_dict(cfg)["encoding"].items() if k not in ("name", "impl")}
+    want = rope_from_hf(LLAMA_31_8B)
+    assert got == {k: v for k, v in want.items() if k != "head_dim"}
+
+
+def test_cli_from_run_writes_the_fragment_and_refuses_in_one_line(tmp_path, capsys):
+    import json
+
+    from harness.hf_config import main
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    params = {k: v for k, v in rope_from_hf(LLAMA_31_8B).items() if k != "head_dim"}
+    (run / ".hydra" / "config.yaml").write_text(json.dumps({"encoding": {"name": "rope", **params, "impl": "auto"},
+                                                            "model": {"d_model": 256, "n_heads": 2}}))
+    assert main(["--from-run", str(run)]) == 0
+    frag = json.loads(capsys.readouterr().out)
+    assert frag["head_dim"] == 128 and rope_from_hf(frag) == {**params, "head_dim": 128}
+    for argv, says in (([str(tmp_path / "none.json")], "not a readable JSON file"), ([], "give an HF config.json"),
+                       (["--from-run", str(tmp_path)], "no .hydra/config.yaml")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("harness.hf_config: error: ") and err.count("\n") == 1 and says in err
