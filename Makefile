@@ -22,7 +22,7 @@ SEEDS ?=   # empty: the preset's own seed count (default 3, claims 5); SEEDS=5 r
 RESULTS ?= results/sweeps
 CLAIMS_OUT ?= results/claims
 
-.PHONY: help install test test-fast faults sweep report bench bench-check eval claims clean
+.PHONY: help install test test-fast faults sweep report bench bench-check eval claims conformance conformance-data clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -85,6 +85,17 @@ CLAIM_SWEEPS := default base_ablation claims prope
 claims: install  ## test RoPE claims from the literature -> results/claims/claims.md + plots (< 30 min on 2 cores from scratch)
 	for s in $(CLAIM_SWEEPS); do $(PY) -m harness -m sweep=$$s out=$(dir $(RESULTS)) || exit 1; done
 	$(PY) -m harness.claims --sweeps $(RESULTS) --out $(CLAIMS_OUT)
+
+# RoPE conformance (harness/conformance): third-party rotations against the fp64 oracle's golden data.
+CONFORM := $(PY) -m harness.conformance
+conformance-data: install  ## regenerate harness/conformance/golden.npz (a test checks it equals a regeneration)
+	$(CONFORM) --generate
+
+conformance: install  ## run the conformance suite on HF transformers and rotary-embedding-torch (results/conformance)
+	$(CONFORM) --apply transformers.models.llama.modeling_llama:apply_rotary_pos_emb \
+		--frequencies transformers.modeling_rope_utils:ROPE_INIT_FUNCTIONS
+	$(CONFORM) --apply harness.conformance.adapters:hf_llama --convention positions --dtype bf16
+	$(CONFORM) --apply harness.conformance.adapters:rotary_embedding_torch --convention positions --layout interleaved
 
 clean:  ## remove the venv and caches (results are kept)
 	rm -rf $(VENV) .pytest_cache .benchmarks

@@ -16,7 +16,8 @@ def trial(planted, keys=None):
     """(exit code, {key: best R}) of one gate run."""
     run = _gate(*(("-c", PLANT) if planted else ("-m", "harness.measure.kernel_bench")), keys=keys)
     best = dict(re.findall(r"^(\S+)\s+R best ([0-9.]+)", run.stdout, re.M))
-    return run.returncode, best
+    runs = dict(re.findall(r"^(\S+)\s+R best .* runs ([0-9. ]+)$", run.stdout, re.M))
+    return run.returncode, best, runs
 
 
 def main(argv=None):
@@ -27,10 +28,10 @@ def main(argv=None):
     counts = {}
     for planted in (False, True):
         for i in range(a.n):
-            code, best = trial(planted, a.keys)
+            code, best, runs = trial(planted, a.keys)
             counts[planted] = counts.get(planted, 0) + (code == 0)
             print(f"{'2x slower' if planted else 'unchanged'} {i + 1:3d}: exit {code}  " +
-                  "  ".join(f"{k} {v}" for k, v in best.items()), flush=True)
+                  "  ".join(f"{k} {v} (runs {runs.get(k, '?')})" for k, v in best.items()), flush=True)
     print(f"unchanged passed {counts[False]}/{a.n}; 2x slower passed {counts[True]}/{a.n} (should be 0)")
     return 0 if counts[False] == a.n and counts[True] == 0 else 1
 

@@ -65,6 +65,7 @@ def test_wheel_runs_outside_the_checkout(tmp_path):
         shipped = {f"{inside}/{p.relative_to(ROOT / top).as_posix()}" for p in (ROOT / top).rglob("*")
                    if p.is_file() and "__pycache__" not in p.parts}
         assert shipped <= names, f"{top}/ files missing from the wheel: {sorted(shipped - names)}"
+    assert "harness/conformance/golden.npz" in names  # the conformance suite's data ships with it
 
     py, site = scratch_venv(tmp_path / "venv", wheel)
     cwd = tmp_path / "elsewhere"

@@ -1,0 +1,122 @@
+"""Known RoPE bug classes, simulated from the oracle, to name what a failing implementation got wrong.
+
+Each variant is the fp64 oracle with one fault planted; a failure is named by the variant its output matches
+within the same tolerance (tolerance.bound). The classes and where they were seen:
+- pairing: layouts swapped: half (GPT-NeoX/HF, pair (j, j+R/2)) vs interleaved (RoFormer, pair (2j, 2j+1));
+  the classic HF-checkpoint-into-Meta-code mistake (transformers' convert_llama_weights_to_hf permutes q/k).
+- pairing: proportional vs partial: p-RoPE pairs (j, j+D/2) over the whole head with zero frequencies, partial
+  rotary pairs (j, j+R/2) inside R = p*D features (DESIGN.md §2, HF _compute_proportional_rope_parameters).
+- attention factor missing: YaRN / LongRoPE cos, sin not multiplied by attention_factor (HF attention_scaling).
+- bf16 inv_freq: inv_freq cast to bf16 (Modalities #462, gpt-neox #1003 via model.half()).
+- fp16 positions: positions held in fp16, exact only to 2048, inf past 65504 (precision_pipelines docstring).
+- bf16 positions: positions held in bf16, exact only to 256 (rotary-embedding-torch 0.9.1 builds
+  arange(seq_len, dtype=x.dtype) in rotate_queries_or_keys; found by this suite, results/conformance/README.md).
+- off-by-one position: positions shifted by +1 or -1 (a cache offset or a 1-based position_ids).
+"""
+import torch
+
+from harness.conformance import cases as C
+from harness.conformance import tolerance as T
+from harness.rope.rotation import eager
+
+PAIRING = "pairing: layouts swapped"
+PROPORTIONAL = "pairing: proportional vs partial"
+ATTENTION = "attention factor missing"
+BF16_INV = "bf16 inv_freq"
+FP16_POS = "fp16 positions"
+BF16_POS = "bf16 positions"
+OFF_BY_ONE = "off-by-one position"
+CLASSES = (PAIRING, PROPORTIONAL, ATTENTION, BF16_INV, FP16_POS, BF16_POS, OFF_BY_ONE)
+
+
+def _other_pairing_freqs(case, inv):
+    """inv_freq vectors of the other p-RoPE/partial reading of this case (empty when it has none)."""
+    p, d = case["partial_rotary_factor"], case["head_dim"]
+    if p == 1.0:
+        return []
+    if case["rope_type"] == "proportional":
+        angles = int(torch.count_nonzero(inv))
+        respaced = C.case_frequencies({**case, "rope_type": "default"})[0]  # base^(-2j/R), R = p*D
+        return [inv[:angles], respaced]  # p-RoPE read as partial: same or re-spaced frequencies, pairs (j, j+R/2)
+    padded = torch.cat((inv, torch.zeros(d // 2 - inv.numel(), dtype=inv.dtype)))
+    return [padded]  # partial read as p-RoPE: pairs (j, j+D/2)
+
+
+def variants(case, inv, pos, att, layout):
+    """[(class name, inv_freq, positions (fp64), attention_factor, layout)] for this case; a layout
+    "a/b" pairs features as layout a with the full-width cos/sin laid out as layout b (mixed conventions)."""
+    other = "interleaved" if layout == "half" else "half"
+    out = [(PAIRING, inv, pos.double(), att, other), (PAIRING, inv, pos.double(), att, f"{other}/{layout}")]
+    out += [(PROPORTIONAL, f, pos.double(), att, layout) for f in _other_pairing_freqs(case, inv)]
+    if att != 1.0:
+        out.append((ATTENTION, inv, pos.double(), 1.0, layout))
+    out.append((BF16_INV, inv.to(torch.bfloat16).double(), pos.double(), att, layout))
+    out.append((FP16_POS, inv, pos.to(torch.float16).double(), att, layout))
+    out.append((BF16_POS, inv, pos.to(torch.bfloat16).double(), att, layout))
+    out += [(OFF_BY_ONE, inv, pos.double() + s, att, layout) for s in (1, -1)]
+    return out
+
+
+def _full_width(t, layout):
+    return torch.cat((t, t), -1) if layout == "half" else t.repeat_interleave(2, -1)
+
+
+def _rotate(x, inv, pos, att, layout):
+    """The oracle's rotation by the elementwise formula (rotation.eager) in fp64: same maths as the matrix
+    reference to an fp64 rounding, 10x faster, which is all a classifier needs."""
+    cos, sin = C.table(inv, pos, att)
+    return eager(x.double(), cos, sin, layout)
+
+
+def _mixed(x, inv, pos, att, lay):
+    """x (P, D) rotated HF-style, x * C + rot(x) * S, with rot pairing as layout a and C, S (P, R) laid out as
+    layout b: what rotate_half does when given interleaved cos/sin, or the reverse."""
+    pairing, width = lay.split("/")
+    cos, sin = C.table(inv, pos, att)
+    c, s, r = _full_width(cos, width), _full_width(sin, width), 2 * cos.shape[-1]
+    xr = x[:, :r].double()
+    if pairing == "half":
+        rot = torch.cat((-xr[:, r // 2:], xr[:, :r // 2]), -1)
+    else:
+        rot = torch.stack((-xr[:, 1::2], xr[:, 0::2]), -1).flatten(-2)
+    return torch.cat((xr * c + rot * s, x[:, r:].double()), -1)
+
+
+def classify(case, arrays, layout, observed, dtype, own_table):
+    """The bug class whose simulated output matches observed (q_rot, k_rot), two (P, D) fp64 tensors, within
+    the tolerance of that variant (its own pairing decides each element's pair magnitude), else a note naming
+    the nearest. arrays: the golden case."""
+    inv, pos = torch.from_numpy(arrays["inv_freq"]), torch.from_numpy(arrays["positions"])
+    att = float(arrays["attention_factor"])
+    q, k = torch.from_numpy(arrays["q"]), torch.from_numpy(arrays["k"])
+    best = None
+    for name, f, p, a, lay in variants(case, inv, pos, att, layout):
+        pairing = lay.split("/")[0]
+        with torch.no_grad():
+            ref = [(_rotate if "/" not in lay else _mixed)(x, f, p, a, lay) for x in (q, k)]
+            allowed = [T.bound(x, pos, f, max(a, att), pairing, dtype, own_table) for x in (q, k)]
+        r = max(T.ratio(o, e, b) for o, e, b in zip(observed, ref, allowed))
+        if best is None or r < best[1]:
+            best = (name, r)
+    if best[1] <= 1.0:
+        return best[0]
+    return f"unrecognised (nearest: {best[0]}, {best[1]:.3g}x its tolerance)"
+
+
+def classify_frequencies(case, inv, att, got_inv, got_att):
+    """Bug class of a provider's (inv_freq, attention_factor) that differs from the oracle's, or None if equal."""
+    tol = T.PHASE_C * T.EPS["fp32"]
+    def same(a, b):
+        return a.shape == b.shape and bool(((a - b).abs() <= tol * b.abs()).all())
+    inv_ok = same(got_inv, inv)
+    att_ok = abs(got_att - att) <= tol * abs(att)
+    if inv_ok and att_ok:
+        return None
+    if inv_ok and got_att == 1.0 and att != 1.0:
+        return ATTENTION
+    if same(got_inv, inv.to(torch.bfloat16).double()):
+        return BF16_INV
+    if any(same(got_inv, f) for f in _other_pairing_freqs(case, inv)):
+        return PROPORTIONAL
+    what = "inv_freq" if not inv_ok else "attention factor"
+    return f"unrecognised ({what} differs)"
