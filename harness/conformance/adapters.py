@@ -142,3 +142,24 @@ def rotary_embedding_torch(q, k, positions, *, rope):
         rows = [emb.rotate_queries_or_keys(x[..., i:i + 1, :], offset=int(p)) for i, p in enumerate(positions)]
         out.append(torch.cat(rows, -2))
     return tuple(out)
+
+
+def torchtune(q, k, positions, *, rope):
+    """torchtune's RotaryPositionalEmbeddings (plain RoPE) and Llama3ScaledRoPE (llama3), called as its attention
+    does: x (b, s, n_h, h_d) with input_pos (b, s). Interleaved pairs; rotates the whole head (no partial)."""
+    if rope.get("partial_rotary_factor", 1.0) != 1.0:
+        raise NotImplementedError("torchtune's RoPE rotates the whole head (no partial_rotary_factor)")
+    n = int(positions.max()) + 1
+    if rope["rope_type"] == "default":
+        from torchtune.modules import RotaryPositionalEmbeddings
+        emb = RotaryPositionalEmbeddings(dim=rope["head_dim"], max_seq_len=n, base=rope["rope_theta"])
+    elif rope["rope_type"] == "llama3":
+        from torchtune.models.llama3_1._position_embeddings import Llama3ScaledRoPE
+        emb = Llama3ScaledRoPE(dim=rope["head_dim"], max_seq_len=n, base=rope["rope_theta"],
+                               scale_factor=rope["factor"], low_freq_factor=rope["low_freq_factor"],
+                               high_freq_factor=rope["high_freq_factor"],
+                               old_context_len=rope["original_max_position_embeddings"])
+    else:
+        raise NotImplementedError(f"torchtune has no rope_type {rope['rope_type']!r}")
+    pos = positions[None].to(q.device)  # (1, P)
+    return tuple(emb(x.transpose(1, 2), input_pos=pos).transpose(1, 2) for x in (q, k))
