@@ -14,6 +14,7 @@ class Encoding(nn.Module):
     shift_unit = 1  # relative shifts are multiples of this (2D RoPE: the grid width)
     content_bias = False  # bias() reads q (Shaw's q . R^K term): not a function of positions alone
     period = 1  # distinct per-layer encodings, cycled over the depth (harness/encodings/_layered.py)
+    cacheable = True  # q, k from one call stay valid against k from another (KV-cache decoding, harness/decode.py)
 
     def at(self, layer):
         """The encoding block `layer` (0-based) uses: itself, except for a per-layer policy (Layered)."""

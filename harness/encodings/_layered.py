@@ -19,6 +19,7 @@ class Windowed(Encoding):
             raise ValueError(f"window must be an integer >= 1 (keys a query sees, itself included), got {window!r}")
         self.inner, self.window = inner, window
         self.relative, self.rotary, self.content_bias = inner.relative, inner.rotary, inner.content_bias
+        self.cacheable = inner.cacheable
 
     def rotate(self, q, k, pos):
         return self.inner.rotate(q, k, pos)
@@ -77,6 +78,7 @@ class L2Normed(Encoding):
         super().__init__()
         self.inner, self.eps = inner, eps
         self.relative, self.content_bias = inner.relative, inner.content_bias
+        self.cacheable = inner.cacheable
 
     @property
     def has_bias(self):

@@ -1,0 +1,77 @@
+"""KV-cache decoding: a prefill, then tokens one (or a few) at a time, each attending to the cached keys and
+values instead of rerunning the prefix. The encoding's hooks are called exactly as in a full forward but with
+the new positions only: `embed(x, pos)` and `rotate(q, k, pos)` on the new tokens, `bias(q, pos, cached_pos)`
+for the new queries against every cached key. Whatever an encoding computes from absolute positions must
+therefore not depend on how many positions one call holds; `tests/test_decode.py` checks, for every registered
+encoding, that decoding gives the logits of one full forward (the x-transformers bugs #242 and #70 were ALiBi and
+absolute PEs wrong with cached memories). Softmax attention only; the SDPA path (no FlexAttention)."""
+import torch
+import torch.nn.functional as F
+
+from harness.model import Transformer
+
+
+class KVCache:
+    """Per block: keys and values (B, H, Tc, D) after the encoding (rotated, QK-normed) and their positions (Tc,)."""
+
+    def __init__(self, n_layers):
+        self.k, self.v, self.pos = [None] * n_layers, [None] * n_layers, None
+
+    def __len__(self):
+        return 0 if self.pos is None else int(self.pos.numel())
+
+
+def check(model: Transformer):
+    """One line, before any work, where the model cannot decode with a cache."""
+    if any(b.attention != "softmax" for b in model.blocks):
+        raise ValueError("KV-cache decoding needs attention=softmax (linear attention keeps a running sum instead)")
+    enc = model.encoding
+    if not all(enc.at(i).cacheable for i in range(enc.period)):
+        raise ValueError(f"encoding {enc.name!r} cannot decode with a KV cache (its keys depend on the call they "
+                         f"were made in; see its docstring): rerun the prefix instead")
+
+
+def _block(block, x, encoding, pos, keys_pos, cache, i):
+    """One block on the new tokens x (B, T, C) at positions pos (T,); appends their k, v to cache layer i."""
+    B, T, _ = x.shape
+    enc, q, k, v = block.rotated(x, encoding, pos)  # (B, H, T, D) each, at the new positions only
+    if cache.k[i] is not None:
+        k, v = torch.cat((cache.k[i], k), 2), torch.cat((cache.v[i], v), 2)
+    cache.k[i], cache.v[i] = k, v
+    visible = keys_pos[None, :] <= pos[:, None]  # (T, Tc): causal by position, not by index
+    bias = enc.bias(q, pos, keys_pos)  # (H|B,H, T, Tc) or None
+    mask = torch.zeros(visible.shape, dtype=q.dtype, device=q.device) if bias is None else bias.to(q.dtype)
+    mask = mask.masked_fill(~visible, float("-inf"))
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.expand(B, *mask.shape[-3:]) if mask.dim() >= 3
+                                       else mask)
+    x = x + block.proj(y.transpose(1, 2).reshape(B, T, -1))
+    return x + block.mlp(block.ln2(x))
+
+
+@torch.no_grad()
+def step(model: Transformer, idx, cache: KVCache, pos=None):
+    """idx (B, T) new tokens at positions pos (T,) (default: right after the cache) -> logits (B, T, vocab)."""
+    check(model)
+    if pos is None:
+        pos = torch.arange(len(cache), len(cache) + idx.shape[1], device=idx.device)
+    keys_pos = pos if cache.pos is None else torch.cat((cache.pos, pos))
+    enc = model.encoding
+    try:
+        x = enc.embed(model.tok(idx), pos)
+        for i, block in enumerate(model.blocks):
+            x = _block(block, x, enc, pos, keys_pos, cache, i)
+    finally:
+        enc.end_forward()
+    cache.pos = keys_pos
+    return model.head(model.ln_f(x))
+
+
+@torch.no_grad()
+def generate(model: Transformer, prompt, n_new):
+    """Greedy continuation of prompt (B, T0) by n_new tokens with one prefill and n_new - 1 one-token steps."""
+    cache = KVCache(len(model.blocks))
+    logits = step(model, prompt, cache)
+    out = [logits[:, -1:].argmax(-1)]
+    for _ in range(n_new - 1):
+        out.append(step(model, out[-1], cache)[:, -1:].argmax(-1))
+    return torch.cat(out, 1)
