@@ -241,6 +241,7 @@ def ray_installed(ctx):
 
 LM = ["-m", "harness.lmeval.rows"]
 LM_ERR = r"^harness\.lmeval: error: "
+HF_APPLY = "transformers.models.llama.modeling_llama:apply_rotary_pos_emb"
 
 CASES = [
     # bad overrides: one line, exit 2, nothing written
@@ -320,6 +321,13 @@ CASES = [
          line=LM_ERR + r"unknown lm-eval task.*'nosuchtask'", setup=with_base, unchanged=True),
     Case("lmeval: bad --lens", [*LM, "{run}", "--tasks", "passkey", "--lens", "16,abc"], rc=2,
          line=LM_ERR + r".*--lens", setup=with_base, unchanged=True),
+    # the conformance suite and the HF config converter
+    Case("conformance: --apply that does not import", ["-m", "harness.conformance", "--apply", "nosuch_pkg.mod:fn"],
+         rc=2, line=r"^harness\.conformance: error: .*nosuch_pkg", unchanged=True),
+    Case("conformance: bad --dtype", ["-m", "harness.conformance", "--apply", HF_APPLY, "--dtype", "fp8"], rc=2,
+         line=r"^harness\.conformance: error: unknown --dtype 'fp8'", unchanged=True),
+    Case("hf_config: missing config.json", ["-m", "harness.hf_config", "{tmp}/none.json"], rc=2,
+         line=r"^harness\.hf_config: error: .*none\.json: not a readable JSON file", unchanged=True),
     # the run-dir lock
     Case("two identical runs at once", harness(), line=r"^ok ", stream="out", copies=2, rows="base",
          check=one_trains),
