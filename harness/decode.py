@@ -33,7 +33,7 @@ def check(model: Transformer):
 
 def _block(block, x, encoding, pos, keys_pos, cache, i):
     """One block on the new tokens x (B, T, C) at positions pos (T,); appends their k, v to cache layer i."""
-    B, T, _ = x.shape
+    B = x.shape[0]
     enc, q, k, v = block.rotated(x, encoding, pos)  # (B, H, T, D) each, at the new positions only
     if cache.k[i] is not None:
         k, v = torch.cat((cache.k[i], k), 2), torch.cat((cache.v[i], v), 2)
@@ -44,8 +44,7 @@ def _block(block, x, encoding, pos, keys_pos, cache, i):
     mask = mask.masked_fill(~visible, float("-inf"))
     y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.expand(B, *mask.shape[-3:]) if mask.dim() >= 3
                                        else mask)
-    x = x + block.proj(y.transpose(1, 2).reshape(B, T, -1))
-    return x + block.mlp(block.ln2(x))
+    return block.out(x, y)
 
 
 @torch.no_grad()

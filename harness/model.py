@@ -143,7 +143,6 @@ class Block(nn.Module):
         return attention_logits(q, k, bias)
 
     def forward(self, x, encoding, pos):
-        B, T, _ = x.shape
         if self.attention == "linear":
             y = linear_attention(*self.heads(x), encoding.at(self.layer), pos)
         else:  # a bias of i - j alone as an (H, T) table in FlexAttention where this call can, else SDPA
@@ -152,6 +151,12 @@ class Block(nn.Module):
                 y = flex.attention(q, k, v, enc, pos)
             else:
                 y = softmax_attention(q, k, v, enc.bias(q, pos, pos))
+        return self.out(x, y)
+
+    def out(self, x, y):
+        """The block's output from its input x (B, T, C) and the attention output y (B, H, T, D): the
+        projection and the MLP, each residual (also harness.decode's, after attention over the cache)."""
+        B, T, _ = x.shape
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, -1))
         return x + self.mlp(self.ln2(x))
 

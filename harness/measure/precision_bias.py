@@ -28,7 +28,7 @@ def bias_encodings(n_heads=8):
     return tuple(name for name in ENCODINGS if _build(name, n_heads).bias_only)
 
 
-def _low(enc, protocol, dtype, call):
+def in_low_precision(enc, protocol, dtype, call):
     """Run call(module) in the protocol's precision; the result in dtype, as the model adds it."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown precision protocol {protocol!r}; expected one of {list(PROTOCOLS)}")
@@ -60,7 +60,7 @@ def bias_rows(encodings=None, *, dtypes=("bf16", "fp16"), protocols=PROTOCOLS, n
         distinct = ref[:, 1:] != ref[:, :-1]  # (H, N - 1): pair (d, d + 1) at index d
         for dt in dtypes:
             for proto in protocols:
-                got = _low(enc, proto, dt, bias).to(DTYPES[dt])  # (H, N)
+                got = in_low_precision(enc, proto, dt, bias).to(DTYPES[dt])  # (H, N)
                 ids = dict(encoding=name, protocol=proto, dtype=dt, n_heads=n_heads, q_pos=max_len - 1)
                 out += window_rows((got.double() - ref).abs().amax(0), edges, "bias_err", "logit", **ids)
                 same = ((got[:, 1:] == got[:, :-1]) & distinct).double().mean(0)  # (N - 1,)
@@ -98,7 +98,7 @@ def xpos_rows(*, dtypes=("fp32", "bf16", "fp16"), protocols=PROTOCOLS, head_dim=
             ref = torch.stack(_xpos_reference(enc, x[0].double(), x[1].double(), pos, base))  # fp64
             # fp32 is the module's own precision: there is nothing for a cast or autocast to do
             for proto in (protocols if dt != "fp32" else ("cast",)):
-                got = torch.stack(_low(enc, proto, dt, lambda m: m.rotate(x[0], x[1], pos)))
+                got = torch.stack(in_low_precision(enc, proto, dt, lambda m: m.rotate(x[0], x[1], pos)))
                 bad = ~got.isfinite()  # zeta^(n/scale_base) overflowed (1/scale flushing k shows in rot_rel_err)
                 rel = ((got.double() - ref).norm(dim=-1) / ref.norm(dim=-1)).amax()
                 ids = dict(encoding="xpos", protocol=proto, dtype=dt, eval_len=T, head_dim=head_dim,

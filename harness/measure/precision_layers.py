@@ -15,7 +15,7 @@ import torch
 from harness.config import PRECISION_PROTOCOLS as PROTOCOLS
 from harness.encodings import ENCODINGS, build
 from harness.encodings._base import Encoding
-from harness.measure.precision_bias import _low
+from harness.measure.precision_bias import in_low_precision
 from harness.measure.precision_pipelines import DTYPES, MAX_LEN, sample_positions, window_rows, windows
 
 HEAD_DIM = 128  # the RoPE pipelines' head_dim, so a member's rows read against theirs
@@ -64,7 +64,8 @@ def member_rows(specs=None, *, dtypes=("bf16", "fp16"), protocols=PROTOCOLS, hea
             q, k = qk.to(DTYPES[dt])  # (1, P, N, D) each, entering in the activations' dtype
             truth = _logits(ref, q.double(), k.double(), pos)
             for proto in protocols:
-                err = (_low(enc, proto, dt, lambda m: _logits(m, q, k, pos)) - truth).abs().amax(0)  # (N,)
+                got = in_low_precision(enc, proto, dt, lambda m: _logits(m, q, k, pos))
+                err = (got - truth).abs().amax(0)  # (N,)
                 ids = dict(encoding=spec, protocol=proto, dtype=dt, head_dim=head_dim)
                 out += window_rows(err, edges, "logit_err", "logit", at=pos, **ids)
     return out
