@@ -138,6 +138,22 @@ class ExtensionConfig:
 
 
 @dataclass
+class EffectiveLengthConfig:
+    """The two bars of harness.measure.effective_length: an absolute score and a share of the train-length
+    score (RULER's fixed threshold; NoLiMa's 0.85 x the model's own short-context score)."""
+
+    threshold: float = 0.5
+    relative: float = 0.85
+
+    def __post_init__(self):
+        for k in ("threshold", "relative"):
+            v = getattr(self, k)
+            if not (isinstance(v, (int, float)) and 0 < v <= 1):
+                raise ValueError(f"eval.effective_length.{k} must be a number in (0, 1] (scores are fractions); "
+                                 f"got {v!r}")
+
+
+@dataclass
 class EvalConfig:
     """Extrapolation: evaluate at `lens` (default multiples x train.seq_len), capped tokens per length."""
 
@@ -152,6 +168,11 @@ class EvalConfig:
     split: str = "val"
     batch_size: int = 8
     extension: ExtensionConfig = field(default_factory=ExtensionConfig)
+    effective_length: EffectiveLengthConfig = field(default_factory=EffectiveLengthConfig)
+    # attention sink rate (64-token probes) and entropy per layer at every length (harness.measure.attention)
+    # on this many held-out sequences; 0 = off
+    attention_samples: int = 0
+    decode_tokens: int = 0  # KV-cache decode benchmark (harness.measure.decode_bench): new tokens timed; 0 = off
     throughput_repeats: int = 5
     warmup: int = 2
     # lm-eval tasks (tasks/*.yaml or cached hub tasks) run on the trained model in the same job
@@ -162,6 +183,9 @@ class EvalConfig:
         _choice("eval.protocol", self.protocol, PROTOCOLS)
         _choice("eval.split", self.split, ("val", "test"))
         _positive("eval", self, ("max_tokens", "batch_size", "throughput_repeats"))
+        for k in ("attention_samples", "decode_tokens"):
+            if getattr(self, k) < 0:
+                raise ValueError(f"eval.{k} must be >= 0 (0 = off), got {getattr(self, k)}")
         if self.sliding_max_tokens is not None and self.sliding_max_tokens < 1:
             raise ValueError(f"eval.sliding_max_tokens must be >= 1 or null, got {self.sliding_max_tokens}")
         if self.lens is not None and (not self.lens or min(self.lens) < 1):

@@ -21,14 +21,22 @@ class KVCache:
         return 0 if self.pos is None else int(self.pos.numel())
 
 
-def check(model: Transformer):
-    """One line, before any work, where the model cannot decode with a cache."""
+def refusal(model: Transformer):
+    """None where the model can decode with a cache, else the one-line reason it cannot."""
     if any(b.attention != "softmax" for b in model.blocks):
-        raise ValueError("KV-cache decoding needs attention=softmax (linear attention keeps a running sum instead)")
+        return "KV-cache decoding needs attention=softmax (linear attention keeps a running sum instead)"
     enc = model.encoding
     if not all(enc.at(i).cacheable for i in range(enc.period)):
-        raise ValueError(f"encoding {enc.name!r} cannot decode with a KV cache (its keys depend on the call they "
-                         f"were made in; see its docstring): rerun the prefix instead")
+        return (f"encoding {enc.name!r} cannot decode with a KV cache (its keys depend on the call they were made "
+                f"in; see its docstring): rerun the prefix instead")
+    return None
+
+
+def check(model: Transformer):
+    """One line, before any work, where the model cannot decode with a cache."""
+    reason = refusal(model)
+    if reason:
+        raise ValueError(reason)
 
 
 def _block(block, x, encoding, pos, keys_pos, cache, i):
@@ -66,11 +74,31 @@ def step(model: Transformer, idx, cache: KVCache, pos=None):
 
 
 @torch.no_grad()
-def generate(model: Transformer, prompt, n_new):
-    """Greedy continuation of prompt (B, T0) by n_new tokens with one prefill and n_new - 1 one-token steps."""
+def generate(model: Transformer, prompt, n_new, pos=None):
+    """Greedy continuation of prompt (B, T0) by n_new tokens with one prefill and n_new - 1 one-token steps.
+    pos: (T0 + n_new - 1,) positions of the prompt and the fed-back tokens (default 0, 1, ...)."""
     cache = KVCache(len(model.blocks))
-    logits = step(model, prompt, cache)
+    T0 = prompt.shape[1]
+    logits = step(model, prompt, cache, None if pos is None else pos[:T0])
     out = [logits[:, -1:].argmax(-1)]
-    for _ in range(n_new - 1):
-        out.append(step(model, out[-1], cache)[:, -1:].argmax(-1))
+    for i in range(n_new - 1):
+        out.append(step(model, out[-1], cache, None if pos is None else pos[T0 + i:T0 + i + 1])[:, -1:].argmax(-1))
     return torch.cat(out, 1)
+
+
+@torch.no_grad()
+def rerun(model: Transformer, prompt, n_new, pos=None):
+    """The same greedy tokens without a cache: the whole prefix is run again for every new token."""
+    seq = prompt
+    for _ in range(n_new):
+        p = None if pos is None else pos[:seq.shape[1]]
+        seq = torch.cat((seq, model(seq, p)[:, -1:].argmax(-1)), 1)
+    return seq[:, prompt.shape[1]:]
+
+
+def greedy(model: Transformer, prompt, n_new, pos=None):
+    """(tokens (B, n_new), path): decoded with the KV cache (path 'kv_cache') where the model can, else by
+    rerunning the prefix ('rerun': the same tokens, slower). Callers record the path with their rows."""
+    if refusal(model):
+        return rerun(model, prompt, n_new, pos), "rerun"
+    return generate(model, prompt, n_new, pos), "kv_cache"

@@ -15,7 +15,8 @@ import torch
 from harness import model as model_lib
 from harness import distributed, results, runlock, tasks, train, wandb_sink
 from harness.config import Config, protocol_list, to_dict
-from harness.measure import extension, extrapolation, memory, precision_model, throughput
+from harness.measure import attention, decode_bench, effective_length, extension, extrapolation, memory
+from harness.measure import precision_model, throughput
 
 
 def _rows(metric, value, unit, *, eval_len=None, protocol="train", **extra):
@@ -50,7 +51,16 @@ def measure(model, task, cfg: Config, device, generator, progress, rows):
                         "bytes", "eval")
     knobs = dict(train_len=cfg.train.seq_len, stride=ev.stride, max_tokens=ev.max_tokens,
                  sliding_max_tokens=ev.sliding_max_tokens, batch_size=ev.batch_size, split=ev.split, device=device)
-    rows += extrapolation.rows(model, task, lens=lens, protocols=ev.protocols(), progress=progress, **knobs)
+    scored = extrapolation.rows(model, task, lens=lens, protocols=ev.protocols(), progress=progress, **knobs)
+    bars = ev.effective_length
+    rows += scored + effective_length.rows(scored, train_len=cfg.train.seq_len, threshold=bars.threshold,
+                                           relative=bars.relative)
+    if ev.attention_samples:
+        probes = {L: _probe(task, L, ev.attention_samples) for L in sorted({*lens, attention.PROBE_LEN})}
+        rows += attention.rows(model, probes, probe_len=attention.PROBE_LEN, device=device)
+    if ev.decode_tokens:
+        rows += decode_bench.rows(model, lens, new_tokens=ev.decode_tokens, repeats=ev.throughput_repeats,
+                                  warmup=ev.warmup, device=device)
 
     def at_length(m, L):  # one length under the extension's protocol: what extension rows score
         return extrapolation.rows(m, task, lens=[L], protocols=protocol_list(ev.extension.protocol), progress=False,
@@ -65,6 +75,12 @@ def measure(model, task, cfg: Config, device, generator, progress, rows):
     if ev.lm_eval_tasks:  # imported only when asked: lm-eval is a heavy import
         lm_eval = importlib.import_module("harness.lmeval.rows")
         rows += lm_eval.rows_for_model(model, cfg, list(ev.lm_eval_tasks), device=device, progress=progress)
+
+
+def _probe(task, L, n):
+    """(x (n', L), pos (L,) or None): up to n held-out sequences of length L (the task's eval batch)."""
+    x, _, _, pos = task.eval_batch(L, max_tokens=n * L)
+    return x[:n], pos
 
 
 def check(cfg: Config):

@@ -22,12 +22,15 @@ KEY_DIGITS = 5
 
 @dataclass
 class Batch:
-    """x, y (n, T) int64; mask (n, T) bool answer targets; pos (T,) int64 positions to feed the model."""
+    """x, y (n, T) int64; mask (n, T) bool answer targets; pos (T,) int64 positions to feed the model.
+    sep: None, or the byte that splits the answer into references (a RULER task): the answer is then also
+    scored by greedy generation and RULER's string match (harness.ruler.string_match)."""
 
     x: torch.Tensor
     y: torch.Tensor
     mask: torch.Tensor
     pos: torch.Tensor
+    sep: Optional[int] = None
 
 
 def _need(task: str, length: int, minimum: int):

@@ -218,16 +218,36 @@ def test_sliding_protocol_has_its_own_token_cap(tmp_path, monkeypatch):
     assert caps == {("nonoverlapping", 64), ("sliding", 32)}
 
 
-def test_per_position_loss_bins_the_longest_window(tmp_path):
-    """nll_by_pos: train-length bins over the longest eval window; with every position scored equally
+def test_per_position_loss_bins_every_window_length(tmp_path):
+    """nll_by_pos: train-length bins over the window of every eval length; with every position scored equally
     often (whole nonoverlapping windows), the bins' mean is the log of that length's PPL."""
     runner.run(tiny(tmp_path, **{"eval.extension.types": []}), tmp_path / "r", progress=False)
     df = results.load(tmp_path / "r")
-    pos = df[df.metric == "nll_by_pos"]
-    bins = pos.params.map(json.loads).map(lambda p: (p["pos_lo"], p["pos_hi"])).tolist()
-    assert set(pos.eval_len) == {32} and set(pos.protocol) == {"nonoverlapping"} and bins == [(0, 16), (16, 32)]
-    ppl = df[(df.metric == "ppl") & (df.eval_len == 32) & (df.protocol == "nonoverlapping")].value.item()
-    assert pos.value.mean() == pytest.approx(math.log(ppl), rel=1e-6)
+    base = df[~df.params.str.contains('"extension"')]
+    pos = base[base.metric == "nll_by_pos"]
+    assert set(pos.protocol) == {"nonoverlapping"}
+    for L in (16, 32):
+        at = pos[pos.eval_len == L]
+        bins = at.params.map(json.loads).map(lambda p: (p["pos_lo"], p["pos_hi"])).tolist()
+        assert bins == [(lo, lo + 16) for lo in range(0, L, 16)]
+        ppl = base[(base.metric == "ppl") & (base.eval_len == L) & (base.protocol == "nonoverlapping")].value.item()
+        assert at.value.mean() == pytest.approx(math.log(ppl), rel=1e-6)
+    acc = base[(base.metric == "byte_acc") & (base.protocol == "nonoverlapping")]
+    assert sorted(acc.eval_len) == [16, 32] and acc.value.between(0, 1).all()
+
+
+def test_byte_accuracy_of_a_model_that_always_predicts_one_byte_is_that_bytes_frequency():
+    """A closed form: argmax is always byte e, so byte_acc = share of e among the scored targets."""
+    class Constant(torch.nn.Module):
+        def forward(self, x):
+            out = torch.zeros(*x.shape, 256)
+            out[..., ord("e")] = 1.0
+            return out
+    y = torch.tensor([list(b"the seed here")])
+    mask = torch.ones_like(y, dtype=torch.bool)
+    mask[0, :3] = False  # "the" unscored: 10 scored bytes " seed here", 4 of them 'e'
+    *_, acc = extrapolation.lm_nll(Constant(), [(y, y, mask)], train_len=4, batch_size=1, device="cpu")
+    assert acc == pytest.approx(4 / 10)
 
 
 def test_learned_table_beyond_max_len_is_a_nan_row_not_a_crash(tmp_path):
@@ -285,3 +305,18 @@ def test_a_run_that_cannot_start_is_failed_not_finished(tmp_path):
     status = runner.run(cfg, tmp_path / "run", progress=False)
     assert status["status"] == "failed" and "linear attention" in status["message"]
     assert not results.finished(tmp_path / "run")  # a rerun tries again
+
+
+def test_attention_statistics_and_the_decode_benchmark_are_rows_when_asked(tmp_path):
+    cfg = tiny(tmp_path, **{"eval.extension.types": [], "eval.attention_samples": 2, "eval.decode_tokens": 3,
+                            "precision.model_level": False})
+    assert runner.run(cfg, tmp_path / "r", progress=False)["status"] == "ok"
+    df = results.load(tmp_path / "r")
+    ent = df[df.metric == "attn_entropy"]
+    assert sorted(set(ent.eval_len)) == [16, 32, 64] and len(ent) == 3  # one layer; 64: the sink probes
+    assert df[df.metric == "sink_rate"].eval_len.tolist() == [64]
+    dec = df[df.metric == "decode_tokens_per_s"]
+    assert sorted(dec.eval_len) == [16, 32] and (dec.value > 0).all()
+    assert not df[df.metric.isin(["attn_entropy", "sink_rate", "decode_tokens_per_s"])].value.isna().any()
+    eff = df[df.metric == "effective_len"]
+    assert set(eff.params.map(lambda p: json.loads(p)["rule"])) == {"absolute", "relative"}

@@ -24,6 +24,9 @@ class Rope(Encoding):
         self.head_dim, self.base, self.layout, self.impl = head_dim, float(base), layout, impl
         self.partial_rotary_factor = partial_rotary_factor
         self.rope_type, self.scaling = rope_type, dict(scaling or {})
+        # dynamic NTK and LongRoPE pick their frequencies from the call's longest position: keys cached at a
+        # prefill were rotated with other frequencies than a full forward would use (harness/decode.py)
+        self.cacheable = rope_type not in SEQ_LEN_TYPES
         Rope.frequencies(self, None)  # validate every knob now, at build time (not a subclass's override)
 
     def frequencies(self, seq_len):

@@ -1,7 +1,8 @@
 """Length extrapolation: train at train_len, evaluate at every eval_len of `lens`.
 
-lm: PPL over the scored tokens of each window and NLL of the scored tokens at window positions
->= train_len (that cancels the early-token effect: Press et al. 2022, "Train Short, Test Long", §5). Synthetic tasks:
+lm: PPL and next-byte accuracy over the scored tokens of each window, NLL of the scored tokens at window
+positions >= train_len (that cancels the early-token effect: Press et al. 2022, "Train Short, Test Long", §5)
+and the mean NLL by window position at every length. Synthetic tasks:
 accuracy vs length; a generator that takes `depth` (passkey) is evaluated over (length x depth),
 with `protocol` = "depth=<d>". A length the encoding cannot represent (learned table) is a NaN row
 whose params carry the reason, never a crash."""
@@ -37,9 +38,10 @@ def _batches(windows, batch_size):
 
 @torch.no_grad()
 def lm_nll(model, windows, train_len, batch_size, device):
-    """NLL of the scored tokens: (mean, mean at positions >= train_len, n scored, by_pos) where by_pos is
-    (sum, count), each (T,) float64: the summed NLL and the number of scored tokens at each window position."""
-    total, n, beyond, n_beyond = 0.0, 0, 0.0, 0  # n: scored tokens (<= eval.max_tokens)
+    """NLL of the scored tokens: (mean, mean at positions >= train_len, n scored, by_pos, byte accuracy) where
+    by_pos is (sum, count), each (T,) float64: the summed NLL and the number of scored tokens at each window
+    position, and byte accuracy the share of scored tokens whose argmax is the next byte."""
+    total, n, beyond, n_beyond, right = 0.0, 0, 0.0, 0, 0  # n: scored tokens (<= eval.max_tokens)
     pos_sum = pos_n = None
     for x, y, mask in _batches(windows, batch_size):
         x, y, mask = x.to(device), y.to(device), mask.to(device)
@@ -49,9 +51,11 @@ def lm_nll(model, windows, train_len, batch_size, device):
         far[:, :train_len] = False  # (B, T) scored and beyond the trained length
         total, n = total + nll[mask].double().sum().item(), n + int(mask.sum())
         beyond, n_beyond = beyond + nll[far].double().sum().item(), n_beyond + int(far.sum())
+        right += int(((logits.argmax(-1) == y) & mask).sum())
         s, c = (nll * mask).double().sum(0).cpu(), mask.double().sum(0).cpu()  # (T,) each
         pos_sum, pos_n = (s, c) if pos_sum is None else (pos_sum + s, pos_n + c)
-    return total / max(n, 1), (beyond / n_beyond if n_beyond else math.nan), n, (pos_sum, pos_n)
+    return (total / max(n, 1), (beyond / n_beyond if n_beyond else math.nan), n, (pos_sum, pos_n),
+            right / max(n, 1))
 
 
 def by_position_rows(by_pos, eval_len, protocol, width):
@@ -82,35 +86,55 @@ def lm_rows(model, task, *, train_len, lens, protocols, stride, max_tokens, slid
         cap = sliding_max_tokens if protocol == "sliding" and sliding_max_tokens else max_tokens
         windows = task.data.eval_windows(tokens, L, protocol=protocol, stride=s, max_tokens=cap)
         try:
-            nll, nll_far, n, by_pos = lm_nll(model, windows, train_len, batch_size, device)
+            nll, nll_far, n, by_pos, acc = lm_nll(model, windows, train_len, batch_size, device)
         except ValueError as e:  # the encoding cannot represent this length (its own clear message)
-            rows += nan_rows([("ppl", "ppl"), ("nll_beyond_train", "nats")], L, label, str(e))
+            rows += nan_rows([("ppl", "ppl"), ("nll_beyond_train", "nats"), ("byte_acc", "frac")], L, label, str(e))
             continue
-        rows.append(_row("ppl", L, label, math.exp(nll), "ppl"))
+        rows += [_row("ppl", L, label, math.exp(nll), "ppl"), _row("byte_acc", L, label, acc, "frac")]
         if L > train_len:
             rows.append(_row("nll_beyond_train", L, label, nll_far, "nats"))
-        if L == lens[-1] and protocol == "nonoverlapping":  # the per-position curve of the longest window
+        if protocol == "nonoverlapping":  # the per-position curve of every window length (1x ... 16x)
             rows += by_position_rows(by_pos, L, label, train_len)
     return rows
 
 
+def ruler_scores(model, b, device):
+    """RULER's string match of the greedily generated answer of batch b (b.sep set): the prompt is everything
+    before the K answer bytes, K bytes are decoded (harness.decode.greedy: KV cache where the encoding allows)
+    and scored against the references the answer lists. -> ({ruler_all, ruler_part}: (n,) each, decode path)."""
+    from harness import decode, ruler
+    K = int(b.mask[0].sum())  # every sequence of a batch has the same answer length
+    T = b.x.shape[1]
+    pos = b.pos.to(device) if b.pos is not None else None
+    pred, path = decode.greedy(model, b.x[:, :T + 1 - K].to(device), K, pos)
+    every, part = ruler.string_match(pred.cpu(), b.y[:, T - K:], b.sep)
+    return {"ruler_all": every, "ruler_part": part}, path
+
+
 @torch.no_grad()
 def _accuracy(model, task, n, L, generator, batch_size, device, **extra):
-    """Mean token and sequence accuracy over n generated sequences of length L."""
-    tok = seq = 0.0
-    done = 0
+    """Sums over n generated sequences of length L -> ({metric: mean}, decode path or None): token and
+    sequence accuracy under teacher forcing; a RULER task (Batch.sep) adds its generated string match."""
+    sums, done, path = {}, 0, None
     while done < n:
         b = task.batch(min(batch_size, n - done), L, generator, **extra)
         logits = model(b.x.to(device), b.pos.to(device) if b.pos is not None else None)
         acc = task.module.accuracy(logits.cpu(), b)
         k = b.x.shape[0]
-        tok, seq, done = tok + float(acc["token_acc"]) * k, seq + float(acc["seq_acc"]) * k, done + k
-    return tok / n, seq / n
+        got = {"acc": float(acc["token_acc"]) * k, "seq_acc": float(acc["seq_acc"]) * k}
+        if b.sep is not None:
+            scores, path = ruler_scores(model, b, device)
+            got.update({m: float(v.sum()) for m, v in scores.items()})
+        sums = {m: sums.get(m, 0.0) + v for m, v in got.items()}
+        done += k
+    return {m: v / n for m, v in sums.items()}, path
 
 
 def synthetic_rows(model, task, *, lens, batch_size, device, progress=True):
-    """acc (token accuracy on scored positions) and seq_acc vs length; over depth when the task has one.
-    task: a SyntheticTask (its generator, samples per length, depths and seed set the test sets)."""
+    """acc (token accuracy on scored positions) and seq_acc vs length, and a RULER task's ruler_all and
+    ruler_part (RULER's string match of the generated answer; params say how it was decoded); over depth
+    when the task has one. task: a SyntheticTask (its generator, samples per length, depths and seed set
+    the test sets)."""
     takes_depth = "depth" in inspect.signature(task.fn).parameters
     grid = [{"depth": float(d)} for d in task.depths] if takes_depth else [{}]
     jobs = [(L, g) for L in sorted(lens) for g in grid]
@@ -119,11 +143,12 @@ def synthetic_rows(model, task, *, lens, batch_size, device, progress=True):
         label = f"depth={extra['depth']:g}" if extra else "iid"
         generator = task.eval_generator(L)
         try:
-            tok, seq = _accuracy(model, task, task.eval_samples, L, generator, batch_size, device, **extra)
+            means, path = _accuracy(model, task, task.eval_samples, L, generator, batch_size, device, **extra)
         except ValueError as e:
             rows += nan_rows([("acc", "frac"), ("seq_acc", "frac")], L, label, str(e))
             continue
-        rows += [_row("acc", L, label, tok, "frac"), _row("seq_acc", L, label, seq, "frac")]
+        params = {} if path is None else {"decode": path}
+        rows += [_row(m, L, label, v, "frac", **(params if m.startswith("ruler") else {})) for m, v in means.items()]
     return rows
 
 
