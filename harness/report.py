@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import (report_budget, report_confidence, report_flex, report_lmeval, report_precision, results, stats,
-                     wandb_sink)
+from harness import (report_budget, report_confidence, report_flex, report_lmeval, report_longctx, report_precision,
+                     results, stats, wandb_sink)
 from harness.measure.precision_pipelines import MAX_LEN
 from harness.report_labels import prepare, variants
 from harness.report_plots import fig_bars, fig_cost, fig_curves, fig_passkey, fig_training, save
@@ -64,23 +64,6 @@ def curves(d, out, name, made, title, ylabel, train_lens, logy=True):
                     ylabel, train_lens, logy, panels=list(report_budget.budget_table(d).index)), out, name, made)
 
 
-def nll_by_pos(tdf, out, made, task):
-    """Mean NLL per position bin (rows nll_by_pos at the longest eval length) with bands; [] when absent."""
-    d = select(tdf, "nll_by_pos", "nonoverlapping")
-    if d is None:
-        return []
-    d = d[d.eval_len == d.eval_len.max()]
-    p = d.params.map(json.loads)
-    d = d.assign(pos=[(q["pos_lo"] + q["pos_hi"]) / 2 for q in p])  # bin centre
-    s = by_panel(d, "pos")
-    L = int(d.eval_len.iloc[0])
-    name = f"nll_by_pos_{task}.png"
-    save(fig_curves(s, "pos", f"{task}: mean NLL by position in a {L}-token window (bins of the train length)",
-                    "position (bin centre; dotted: train length)", "NLL (nats)", sorted(d.train_len.unique()),
-                    logy=False, logx=False, panels=list(report_budget.budget_table(d).index)), out, name, made)
-    return [f"### Loss by position (eval length {L})\n", f"![nll by position]({name})\n"]
-
-
 def cost_plot(tdf, df, out, made, task):
     """Quality at 8x (else the longest length) against train tokens/s and train peak memory; [] if absent."""
     m = report_confidence.mains(tdf)
@@ -113,7 +96,7 @@ def task_section(task, all_t, df, train_lens, out, made):
             d = select(tdf, metric, proto)
             if d is not None:
                 md += table(d, title)
-    md += nll_by_pos(tdf, out, made, task)
+    md += report_longctx.section(tdf, out, made, task, train_lens)
     acc = select(tdf[tdf.protocol == "iid"], "acc")
     if acc is not None:
         name = f"accuracy_{task}.png"
@@ -121,9 +104,9 @@ def task_section(task, all_t, df, train_lens, out, made):
         md += table(acc, "Accuracy vs length (token accuracy on scored positions)") + [f"![accuracy]({name})\n"]
     pk = select(tdf, "seq_acc", "depth=")
     if pk is not None:
-        save(fig_passkey(stats.summarize(pk, ["variant", "protocol", "eval_len"])), out, "passkey.png", made,
-             tight=False)
-        md += table(pk, "Passkey accuracy (mean over depths per seed)") + ["![passkey](passkey.png)\n"]
+        name = f"depths_{task}.png"
+        save(fig_passkey(stats.summarize(pk, ["variant", "protocol", "eval_len"])), out, name, made, tight=False)
+        md += table(pk, "Sequence accuracy over needle depths (mean over depths per seed)") + [f"![depths]({name})\n"]
     md += cost_plot(tdf, df, out, made, task)
     if not text.empty:
         both = pd.concat([text, tdf[tdf.encoding.isin(text.encoding.unique())]])

@@ -12,9 +12,10 @@ from harness import stats
 # Which way is better, by metric name (the last part of an lm-eval `<task>/<metric>[/<filter>]` counts too).
 # Metrics not listed (signed gaps, drifts) get no best and no † marks.
 LOWER = {"ppl", "nll_beyond_train", "nll_by_pos", "peak_mem_bytes", "kl_fp32", "train_wall_s", "train_loss",
-         "byte_perplexity", "word_perplexity", "bits_per_byte", "perplexity"}
+         "kv_cache_bytes", "byte_perplexity", "word_perplexity", "bits_per_byte", "perplexity"}
 HIGHER = {"acc", "seq_acc", "acc_norm", "exact_match", "train_tokens_per_s", "eval_tokens_per_s",
-          "train_loop_tokens_per_s"}
+          "train_loop_tokens_per_s", "byte_acc", "ruler_all", "ruler_part", "effective_len_absolute",
+          "effective_len_relative", "decode_tokens_per_s"}
 TIE_LEGEND = "† tied with the best of its column (paired 95% CI of the difference contains 0)"
 
 

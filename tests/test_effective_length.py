@@ -30,13 +30,13 @@ def test_rows_average_depths_take_the_train_length_as_base_and_skip_extensions()
            _row("byte_acc", 128, 0.01, "nonoverlapping", extension="yarn"), _row("ppl", 64, 3.0, "nonoverlapping")]
     assert score_curves(run) == {("acc", "depths"): {64: 0.9, 128: 0.75, 256: 0.9},
                                  ("byte_acc", "nonoverlapping"): {64: 0.6, 128: 0.55}}
-    got = {(r["extra_params"]["score"], r["extra_params"]["rule"]): r for r in rows(run, train_len=64, threshold=0.7,
-                                                                                    relative=0.85)}
+    got = {(r["protocol"].split(":")[0], r["metric"].rpartition("_")[2]): r
+           for r in rows(run, train_len=64, threshold=0.7, relative=0.85)}
     assert got[("acc", "absolute")]["value"] == 256 and got[("acc", "relative")]["value"] == 64
     assert got[("acc", "relative")]["extra_params"]["bar"] == pytest.approx(0.765)
     assert got[("byte_acc", "absolute")]["value"] == 0  # 0.6 < 0.7 already at the train length
     assert got[("byte_acc", "relative")]["value"] == 128  # 0.55 >= 0.85 * 0.6 = 0.51
-    assert {r["metric"] for r in got.values()} == {"effective_len"} and len(got) == 4
+    assert got[("acc", "absolute")]["protocol"] == "acc:depths" and len(got) == 4
     r = rows([_row("acc", 128, 0.9), _row("acc", 256, 0.8)], train_len=64, threshold=0.5, relative=0.85)
     assert r[1]["extra_params"]["base_len"] == 128 and r[1]["value"] == 256  # train length not evaluated
 

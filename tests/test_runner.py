@@ -318,5 +318,10 @@ def test_attention_statistics_and_the_decode_benchmark_are_rows_when_asked(tmp_p
     dec = df[df.metric == "decode_tokens_per_s"]
     assert sorted(dec.eval_len) == [16, 32] and (dec.value > 0).all()
     assert not df[df.metric.isin(["attn_entropy", "sink_rate", "decode_tokens_per_s"])].value.isna().any()
-    eff = df[df.metric == "effective_len"]
-    assert set(eff.params.map(lambda p: json.loads(p)["rule"])) == {"absolute", "relative"}
+    eff = df[df.metric.str.startswith("effective_len")]
+    assert set(eff.metric) == {"effective_len_absolute", "effective_len_relative"}
+    assert set(eff.protocol) == {"byte_acc:nonoverlapping", "byte_acc:sliding8"}  # eval.protocol both
+    # the report reads labels from the rows alone: every measurement param must be a known non-label key
+    from harness.report_labels import EXTENSION_KEYS, MEASUREMENT_KEYS
+    keys = set().union(*df.params.map(lambda p: set(json.loads(p))))
+    assert keys - set(json.loads(df.params.iloc[0])) <= set(MEASUREMENT_KEYS) | set(EXTENSION_KEYS)

@@ -49,14 +49,14 @@ def score_curves(rows):
 
 
 def rows(run_rows, *, train_len, threshold, relative):
-    """`effective_len` rows (unit tokens, eval_len None) for every score curve in run_rows, one per rule;
-    params: score, rule, bar (and base_len for the relative rule)."""
+    """`effective_len_absolute` and `effective_len_relative` rows (unit tokens, eval_len None) for every score
+    curve in run_rows, protocol `<score>:<its protocol>` (e.g. `byte_acc:nonoverlapping`, `ruler_all:depths`),
+    params: bar (and base_len for the relative rule)."""
     out = []
     for (metric, proto), curve in sorted(score_curves(run_rows).items()):
         base = train_len if train_len in curve else min(curve)
         rules = [("absolute", threshold, {}), ("relative", relative * curve[base], {"base_len": base})]
         for rule, bar, extra in rules:
-            out.append(dict(metric="effective_len", eval_len=None, protocol=proto, unit="tokens",
-                            value=float(effective_length(curve, bar)),
-                            extra_params=dict(score=metric, rule=rule, bar=float(bar), **extra)))
+            out.append(dict(metric=f"effective_len_{rule}", eval_len=None, protocol=f"{metric}:{proto}", unit="tokens",
+                            value=float(effective_length(curve, bar)), extra_params=dict(bar=float(bar), **extra)))
     return out

@@ -1,0 +1,127 @@
+"""The report's long-context pieces: loss by position, effective length, RULER's string match, attention
+statistics and KV-cache decoding (rows of harness.measure.{extrapolation, effective_length, attention,
+decode_bench}). Every number is a mean over seeds with its 95% interval (harness.stats via report_tables)."""
+import json
+
+import pandas as pd
+
+from harness import report_budget, stats
+from harness.report_plots import fig_bars, fig_curves, save
+from harness.report_tables import ci_table, lower_is_better
+
+MiB = 2 ** 20
+PRIMARY = ("ruler_all", "acc", "byte_acc")  # the score the effective-length plot shows: the first present
+RULES = {"absolute": "score ≥ eval.effective_length.threshold",
+         "relative": "score ≥ eval.effective_length.relative × the score at the train length"}
+
+
+def _select(df, metric, protocol=None):
+    d = df[df.metric == metric]
+    if protocol is not None:
+        d = d[d.protocol.str.startswith(protocol)]
+    return None if d.empty else d
+
+
+def _table(d, title, col="eval_len", scale=1.0):
+    d = d.assign(value=d.value / scale)
+    return [f"### {title}\n"] + ci_table(d, col, lower_is_better(d.metric.iloc[0]))
+
+
+def nll_by_pos(tdf, out, made, task):
+    """Mean NLL per position bin (train-length bins) with bands, one panel per window length (1x ... 16x); with
+    several budgets, one panel per budget at the longest length. [] when there are no nll_by_pos rows."""
+    d = _select(tdf, "nll_by_pos", "nonoverlapping")
+    if d is None:
+        return []
+    p = d.params.map(json.loads)
+    d = d.assign(pos=[(q["pos_lo"] + q["pos_hi"]) / 2 for q in p])  # bin centre
+    L = int(d.eval_len.max())
+    if d.budget.nunique() > 1:
+        d = d[d.eval_len == L]
+        s = stats.summarize(d.assign(panel=d.budget, variant=d.pair), ["panel", "variant", "pos"])
+        panels, what = list(report_budget.budget_table(d).index), f"a {L}-token window"
+    else:
+        s = stats.summarize(d.assign(panel="window " + d.eval_len.astype(str)), ["panel", "variant", "pos"])
+        panels = [f"window {n}" for n in sorted(d.eval_len.unique())]
+        what = "windows of every eval length"
+    name = f"nll_by_pos_{task}.png"
+    save(fig_curves(s, "pos", f"{task}: mean NLL by position in {what} (bins of the train length)",
+                    "position (bin centre; dotted: train length)", "NLL (nats)", sorted(d.train_len.unique()),
+                    logy=False, logx=False, panels=panels), out, name, made)
+    return ["### Loss by position\n", "Where a curve turns up is where the encoding stops extrapolating: a causal "
+            "model's loss at a position does not depend on the window around it, so the panels differ only by "
+            "the text they score, and by encodings whose positions depend on the call (xPos).\n",
+            f"![nll by position]({name})\n"]
+
+
+def effective_length(tdf, out, made, task):
+    """Effective length per score (protocol `<score>:<protocol>`): table variant x rule, the relative rule's bars."""
+    d = tdf[tdf.metric.str.startswith("effective_len_")]
+    if d.empty:
+        return []
+    d = d.assign(rule=d.metric.str.removeprefix("effective_len_"), score=d.protocol.str.partition(":")[0])
+    md = ["### Effective length\n", "The longest evaluated length up to which the score stays at or above the bar "
+          "(RULER, Hsieh et al. 2024; relative bar: NoLiMa, Modarressi et al. 2025), per seed, then over seeds; "
+          "0 = below the bar already at the shortest length. " + "; ".join(f"{r}: {t}" for r, t in RULES.items())
+          + ".\n"]
+    for proto, g in d.groupby("protocol"):
+        md += [f"Score `{proto}`:\n"] + ci_table(g.assign(metric="effective_len_absolute"), "rule", False)
+    primary = next(s for s in PRIMARY if s in set(d.score))
+    rel = d[(d.score == primary) & (d.rule == "relative")]
+    name = f"effective_length_{task}.png"
+    save(fig_bars(stats.summarize(rel, "variant"), f"{task}: effective length, relative rule ({rel.protocol.iloc[0]})",
+                  "tokens"), out, name, made)
+    return md + [f"![effective length]({name})\n"]
+
+
+def ruler(tdf):
+    """RULER's string match of the generated answer (all references found), mean over depths per seed."""
+    d = _select(tdf, "ruler_all")
+    if d is None:
+        return []
+    paths = sorted({json.loads(p).get("decode", "?") for p in d.params})
+    return _table(d, "RULER string match (all references in the greedy answer; mean over depths)") + [
+        f"Decoded with: {', '.join(paths)} (kv_cache where the encoding can decode with one).\n"]
+
+
+def attention(tdf, out, made, task, train_lens):
+    """Sink rate and first-token attention at the 64-token probes, entropy per layer vs length."""
+    sink, ent = _select(tdf, "sink_rate"), _select(tdf, "attn_entropy")
+    if sink is None and ent is None:
+        return []
+    md = ["### Attention statistics\n", "Sink rate: share of (layer, head) whose mean attention to the first token "
+          "α₁ exceeds 0.3 on 64-token probes (Gu et al., ICLR 2025); entropy in nats, mean over layers, heads and "
+          "query rows (flat attention over T keys: about log T − 1).\n"]
+    if sink is not None:
+        first = _select(tdf, "first_token_attn")
+        parts = [sink.assign(col="sink rate")]
+        if first is not None:
+            parts.append(first.assign(col="α₁ layer " + first.params.map(lambda q: str(json.loads(q)["layer"]))))
+        md += ci_table(pd.concat(parts), "col", None)
+    if ent is not None:
+        mean = ent.groupby(["variant", "seed", "eval_len", "train_len", "budget"], as_index=False).value.mean()
+        name = f"attention_entropy_{task}.png"
+        save(fig_curves(stats.summarize(mean, ["variant", "eval_len"]), "eval_len", f"{task}: attention entropy "
+                        "vs eval length (mean over layers)", "eval length (dotted: train length)", "entropy (nats)",
+                        train_lens, logy=False), out, name, made)
+        md += _table(ent, "Attention entropy (nats, mean over layers)") + [f"![attention entropy]({name})\n"]
+    return md
+
+
+def decode(tdf):
+    """KV-cache decoding: tokens/s and cache bytes at every context length."""
+    tps, kv = _select(tdf, "decode_tokens_per_s"), _select(tdf, "kv_cache_bytes")
+    if tps is None:
+        return []
+    p = json.loads(tps.params.iloc[0])
+    md = _table(tps, f"KV-cache decoding, tokens/s after a prefill of eval_len tokens (batch {p.get('batch_size')}, "
+                     f"{p.get('new_tokens')} new tokens, median of repeats)")
+    if kv is not None:
+        md += _table(kv, "KV-cache size after the prefill (MiB)", scale=MiB)
+    return md
+
+
+def section(tdf, out, made, task, train_lens):
+    """The long-context parts of a task's section, in reading order."""
+    return (nll_by_pos(tdf, out, made, task) + effective_length(tdf, out, made, task) + ruler(tdf)
+            + attention(tdf, out, made, task, train_lens) + decode(tdf))
