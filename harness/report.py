@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import (report_budget, report_confidence, report_flex, report_lmeval, report_longctx, report_precision,
-                     results, stats, wandb_sink)
+from harness import (report_budget, report_chomsky, report_confidence, report_flex, report_lmeval, report_longctx,
+                     report_precision, results, stats, wandb_sink)
 from harness.measure.precision_pipelines import MAX_LEN
 from harness.report_labels import prepare, variants
 from harness.report_plots import fig_bars, fig_cost, fig_curves, fig_passkey, fig_training, save
@@ -208,6 +208,8 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
         md += task_section(task, all_t, df, train_lens, out, made)
     core = df[~lm_eval]
     md += report_confidence.section(core, reference, test)
+    chomsky = report_chomsky.section(core)
+    md += [chomsky] if chomsky else []
     md += report_budget.section(core, out, made)
     md += report_lmeval.section(df)
     md += throughput_section(df, out, made)

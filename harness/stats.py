@@ -242,3 +242,55 @@ def kendall_tau(a, b, n_boot=2000, seed=0, level=LEVEL) -> Tau:
     lo, hi = np.nanquantile(_tau_b(_boot_means(xa, n_boot, rng), _boot_means(xb, n_boot, rng)),
                             [(1 - level) / 2, (1 + level) / 2])
     return Tau(tau, float(lo), float(hi), k, na, nb)
+
+
+def mean_reciprocal_rank(table, higher_is_better=True) -> pd.Series:
+    """Mean reciprocal rank of each variant across tasks (Kazemnejad et al. 2023, "The Impact of Positional
+    Encoding on Length Generalization in Transformers", rank their encodings across tasks this way).
+
+    table: (task x variant) scores, e.g. the mean over seeds of each task's OOD accuracy. Per task the variants
+    are ranked (1 = best; tied scores share the average of their ranks, so two variants tied for first both
+    get 1.5); a variant's MRR is the mean over tasks of 1 / rank, in (0, 1]. Only tasks where every variant
+    has a finite score count (variants never scored are dropped first), so every MRR is over the same
+    tasks. Returns a Series named mrr, index variant, best first (ties keep the table's column order)."""
+    t = _finite_table(table).dropna(axis=0, how="any")  # (tasks, variants): complete tasks only
+    if t.empty:
+        return pd.Series(dtype=float, name="mrr", index=pd.Index([], name="variant"))
+    x = (-1.0 if higher_is_better else 1.0) * t.to_numpy()  # smaller is better after the sign
+    ranks = scipy.stats.rankdata(x, axis=1)  # (tasks, variants), ties averaged
+    mrr = pd.Series((1.0 / ranks).mean(axis=0), index=pd.Index(t.columns, name="variant"), name="mrr")
+    return mrr.sort_values(ascending=False, kind="stable")
+
+
+def mrr_interval(tables, higher_is_better=True, n_boot=2000, seed=0, level=LEVEL) -> pd.DataFrame:
+    """mean_reciprocal_rank with a bootstrap-over-seeds interval, from one seed table per task.
+
+    tables: {task: (seed x variant) seed table}. Variants scored (some finite value) in every task are kept; in
+    each task only seeds where all of them are finite (as rank_bootstrap), and a task without such a seed is
+    left out. mrr ranks each task's means over those seeds. The interval resamples each task's seeds with
+    replacement, the same rows for every variant (paired within a task), independently across tasks (their
+    runs are not paired), and takes percentiles of the resampled MRR; p_best is the share of resamples in
+    which the variant has the top MRR (ties share). Columns mrr, lo, hi, p_best, n_tasks, n (the fewest seeds
+    of any task), rows best first; lo, hi, p_best NaN when n < 2 (one seed decides nothing). With few seeds
+    a bootstrap has few distinct resamples (3 seeds: 10 per task): read the interval as optimistic."""
+    ts = {k: _finite_table(t) for k, t in tables.items()}
+    cols = [c for c in (next(iter(ts.values())).columns if ts else []) if all(c in t.columns for t in ts.values())]
+    done = {k: t[cols].dropna(axis=0, how="any") for k, t in ts.items()}
+    done = {k: t for k, t in done.items() if len(t) and cols}  # (n_seeds_k, variants) each
+    out = pd.DataFrame(index=pd.Index(cols, name="variant"), columns=["mrr", "lo", "hi", "p_best"], dtype=float)
+    n = min((len(t) for t in done.values()), default=0)
+    out["n_tasks"], out["n"] = len(done), n
+    if not done:
+        return out
+    out["mrr"] = mean_reciprocal_rank(pd.DataFrame({k: t.mean() for k, t in done.items()}).T, higher_is_better)
+    if n >= 2:
+        rng = np.random.default_rng(seed)
+        sign = -1.0 if higher_is_better else 1.0
+        recip = np.zeros((n_boot, len(cols)))
+        for t in done.values():  # each task draws its own resamples
+            recip += 1.0 / scipy.stats.rankdata(_boot_means(sign * t.to_numpy(), n_boot, rng), axis=1)
+        recip /= len(done)  # (n_boot, variants) resampled MRR
+        out["lo"], out["hi"] = _pct(recip, level)
+        is_best = recip >= recip.max(axis=1, keepdims=True) - 1e-12
+        out["p_best"] = (is_best / is_best.sum(axis=1, keepdims=True)).mean(axis=0)
+    return out.sort_values("mrr", ascending=False, kind="stable")

@@ -1,71 +1,30 @@
-"""Synthetic length-generalization tasks, byte-level and deterministic given a torch.Generator.
+"""Synthetic length-generalization tasks, byte-level and deterministic given a torch.Generator: the registry.
 
-Every task is `fn(n, length, generator, **params) -> Batch`. A task builds n byte sequences of length T+1
-(T = `length`): [PAD]* prompt SEP answer; x = seq[:T], y = seq[1:] (next-byte targets), `mask` marks the
-answer targets. Loss may be taken on every target (the prompt is random, so it only teaches the byte
-statistics; PADs are trivial) or on `mask` only; accuracy is always on `mask` only. Markers are control
-bytes (PAD 0, SEP 1, KEY 2), content is letters a-z, digits 0-9 or filler text without digits, so no
-marker can be mistaken for content. Left padding keeps the answer at the end of the sequence."""
+Every task is `fn(n, length, generator, **params) -> Batch` (harness.sequences: [PAD]* prompt SEP answer,
+next-byte targets, `mask` on the answer). Loss may be taken on every target (the prompt is random, so it only
+teaches the byte statistics; PADs are trivial) or on `mask` only; accuracy is always on `mask` only. TASKS holds
+the tasks below, the Chomsky-hierarchy tasks (harness.chomsky) and the byte-level mini-RULER (harness.ruler)."""
 import inspect
-from dataclasses import dataclass
 from typing import Callable, Dict, Optional
 
 import torch
 
-PAD, SEP, KEY = 0, 1, 2
-LETTERS, DIGITS = 26, 10
-A, ZERO = ord("a"), ord("0")
-# Passkey filler of Landmark Attention (Mohtashami & Jaggi 2023, the passkey-retrieval test RULER reuses)
-LANDMARK_FILLER = b"The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
-KEY_DIGITS = 5
-
-
-@dataclass
-class Batch:
-    """x, y (n, T) int64; mask (n, T) bool answer targets; pos (T,) int64 positions to feed the model.
-    sep: None, or the byte that splits the answer into references (a RULER task): the answer is then also
-    scored by greedy generation and RULER's string match (harness.ruler.string_match)."""
-
-    x: torch.Tensor
-    y: torch.Tensor
-    mask: torch.Tensor
-    pos: torch.Tensor
-    sep: Optional[int] = None
-
-
-def _need(task: str, length: int, minimum: int):
-    if length < minimum:
-        raise ValueError(f"task {task!r} needs length >= {minimum}; got {length}")
-
-
-def _letters(n: int, k: int, g: torch.Generator) -> torch.Tensor:
-    return torch.randint(A, A + LETTERS, (n, k), generator=g)  # (n, k)
-
-
-def _pack(prompt: torch.Tensor, answer: torch.Tensor, length: int, pos: Optional[torch.Tensor] = None) -> Batch:
-    """[PAD]* prompt SEP answer -> Batch; prompt (n, P), answer (n, K) with P + 1 + K <= length + 1."""
-    n, K = answer.shape
-    pad = length + 1 - prompt.shape[1] - 1 - K
-    assert pad >= 0, "task computed a problem size that does not fit its length"
-    seq = torch.cat([torch.full((n, pad), PAD), prompt, torch.full((n, 1), SEP), answer], dim=1)  # (n, T+1)
-    mask = torch.zeros(n, length, dtype=torch.bool)
-    mask[:, length - K:] = True  # y[:, t] = seq[:, t+1]: the last K targets are the answer
-    pos = torch.arange(length) if pos is None else pos
-    return Batch(x=seq[:, :-1].long(), y=seq[:, 1:].long(), mask=mask, pos=pos.long())
-
+from harness import chomsky, ruler
+from harness.sequences import (A, DIGITS, FILLERS, KEY, KEY_DIGITS, LETTERS, PAD, SEP, ZERO, Batch,  # noqa: F401
+                               letters, need, pack)
 
 def copy(n: int, length: int, generator: torch.Generator) -> Batch:
     """k random letters, SEP, the same k letters; k = length // 2."""
-    _need("copy", length, 4)
-    s = _letters(n, length // 2, generator)
-    return _pack(s, s, length)
+    need("copy", length, 4)
+    s = letters(n, length // 2, generator)
+    return pack(s, s, length)
 
 
 def reverse(n: int, length: int, generator: torch.Generator) -> Batch:
     """k random letters, SEP, the k letters reversed; k = length // 2."""
-    _need("reverse", length, 4)
-    s = _letters(n, length // 2, generator)
-    return _pack(s, s.flip(1), length)
+    need("reverse", length, 4)
+    s = letters(n, length // 2, generator)
+    return pack(s, s.flip(1), length)
 
 
 def kv_recall(n: int, length: int, generator: torch.Generator, *, key_len: int = 2) -> Batch:
@@ -76,7 +35,7 @@ def kv_recall(n: int, length: int, generator: torch.Generator, *, key_len: int =
         raise ValueError(f"kv_recall key_len must be >= 1; got {key_len}")
     pair = key_len + 2
     p = (length - 2 - key_len) // pair  # T + 1 = PADs + p * pair + key_len + 1 + 2
-    _need("kv_recall", length, 2 * pair + 2 + key_len)
+    need("kv_recall", length, 2 * pair + 2 + key_len)
     if p > LETTERS ** key_len:
         raise ValueError(f"kv_recall with key_len={key_len} has {LETTERS ** key_len} distinct keys; length "
                          f"{length} needs {p}: use length < {(LETTERS ** key_len + 1) * pair + 2 + key_len} or a larger key_len")
@@ -87,7 +46,7 @@ def kv_recall(n: int, length: int, generator: torch.Generator, *, key_len: int =
     q = torch.randint(0, p, (n,), generator=generator)  # (n,) which pair is queried
     rows = torch.arange(n)
     prompt = torch.cat([torch.cat([keys, values], dim=-1).reshape(n, p * pair), keys[rows, q]], dim=1)
-    return _pack(prompt, values[rows, q], length)
+    return pack(prompt, values[rows, q], length)
 
 
 def passkey(n: int, length: int, generator: torch.Generator, *, depth: Optional[float] = None,
@@ -100,7 +59,7 @@ def passkey(n: int, length: int, generator: torch.Generator, *, depth: Optional[
         raise ValueError(f"unknown passkey filler {filler!r}; expected one of {list(FILLERS)}")
     if depth is not None and not 0.0 <= depth <= 1.0:
         raise ValueError(f"passkey depth must be in [0, 1] or None; got {depth}")
-    _need("passkey", length, 2 * KEY_DIGITS + 4)
+    need("passkey", length, 2 * KEY_DIGITS + 4)
     f = length - 2 * KEY_DIGITS - 1  # filler bytes: T + 1 = f + (1 + 5) + 1 + 5
     text = FILLERS[filler](n, f, generator)  # (n, f)
     d = torch.rand(n, generator=generator) if depth is None else torch.full((n,), float(depth))
@@ -108,22 +67,7 @@ def passkey(n: int, length: int, generator: torch.Generator, *, depth: Optional[
     digits = torch.randint(ZERO, ZERO + DIGITS, (n, KEY_DIGITS), generator=generator)
     block = torch.cat([torch.full((n, 1), KEY), digits], dim=1)  # (n, 6)
     prompt = torch.stack([torch.cat([text[i, :at[i]], block[i], text[i, at[i]:]]) for i in range(n)])
-    return _pack(prompt, digits, length)
-
-
-def _landmark_filler(n: int, f: int, generator: torch.Generator) -> torch.Tensor:
-    reps = -(-f // len(LANDMARK_FILLER))
-    return torch.tensor(list(LANDMARK_FILLER * reps)[:f]).expand(n, f)
-
-
-def _kjv_filler(n: int, f: int, generator: torch.Generator) -> torch.Tensor:
-    from harness.data import load_corpus
-    text = torch.frombuffer(bytearray(load_corpus("kjv").data), dtype=torch.uint8)
-    start = torch.randint(0, text.numel() - f, (n,), generator=generator)
-    return text[start[:, None] + torch.arange(f)].long()  # (n, f)
-
-
-FILLERS: Dict[str, Callable] = {"landmark": _landmark_filler, "kjv": _kjv_filler}
+    return pack(prompt, digits, length)
 
 
 def grid_batch(cells: torch.Tensor, cols: int, length: int, *, width: int = 16) -> Batch:
@@ -144,7 +88,7 @@ def grid_batch(cells: torch.Tensor, cols: int, length: int, *, width: int = 16) 
         raise ValueError(f"grid_batch: {H} rows of {cols} cells need length {H * (cols + 1)} (+ up to {width} PADs); got {length}")
     r, c = torch.arange(hw) // cols, torch.arange(hw) % cols
     pos = torch.cat([torch.arange(pad), (r + 1) * width + c, (torch.arange(H) + 1) * width + width - 1])  # (T,)
-    return _pack(cells, cells[:, ::cols], length, pos=pos)
+    return pack(cells, cells[:, ::cols], length, pos=pos)
 
 
 def grid2d(n: int, length: int, generator: torch.Generator, *, cols: Optional[int] = None,
@@ -157,17 +101,18 @@ def grid2d(n: int, length: int, generator: torch.Generator, *, cols: Optional[in
         raise ValueError(f"grid2d min_cols must be in [1, width - 1 = {width - 1}]; got {min_cols}")
     if cols is None:
         hi = min(width - 1, length // 2 - 1)  # at least 2 rows
-        _need("grid2d", length, 2 * (min_cols + 1))
+        need("grid2d", length, 2 * (min_cols + 1))
         cols = int(torch.randint(min_cols, hi + 1, (1,), generator=generator))
     elif not 1 <= cols <= width - 1:
         raise ValueError(f"grid2d cols must be in [1, width - 1 = {width - 1}]; got {cols}")
-    _need("grid2d", length, 2 * (cols + 1))
+    need("grid2d", length, 2 * (cols + 1))
     H = length // (cols + 1)
-    return grid_batch(_letters(n, H * cols, generator), cols, length, width=width)
+    return grid_batch(letters(n, H * cols, generator), cols, length, width=width)
 
 
 TASKS: Dict[str, Callable[..., Batch]] = {
     "copy": copy, "reverse": reverse, "kv_recall": kv_recall, "passkey": passkey, "grid2d": grid2d,
+    **chomsky.TASKS, **ruler.TASKS,  # the Chomsky-hierarchy tasks and the byte-level mini-RULER
 }
 
 

@@ -11,7 +11,7 @@ sequences drawn eval.batch_size at a time. n <= task.eval_samples, rounded down 
 import datasets
 import torch
 
-from harness import data, synthetic
+from harness import data, ruler, synthetic
 from harness.config import EvalConfig
 
 EVAL_BATCH = EvalConfig().batch_size  # the runner's default eval.batch_size (conf/eval/default.yaml)
@@ -75,6 +75,26 @@ def choice_acc_by_length(doc, results):
     """{"<length>": 1.0 if the gold value has the highest log-likelihood}; results = [(ll, greedy)]."""
     lls = [ll for ll, _ in results]
     return {str(doc["length"]): float(max(range(len(lls)), key=lls.__getitem__) == doc["gold"])}
+
+
+def ruler_docs(*, ruler_task, lengths, n, depths=None, params=None, eval_batch_size=EVAL_BATCH, **_lm_eval_metadata):
+    """Mini-RULER (harness.ruler): n docs per length, and per depth for the niah tasks (RULER reports one score
+    per length, averaged over depths). `params` are the generator's keyword arguments; each doc also carries
+    `sep`, the character that splits its target into RULER's references (Batch.sep)."""
+    params, grid = dict(params or {}), [{"depth": float(d)} for d in depths] if depths else [{}]
+    docs = _synthetic(ruler_task, lengths, n, grid=grid, eval_batch_size=eval_batch_size, **params)["test"].to_list()
+    sep = synthetic.generate(ruler_task, 1, int(lengths[-1]), torch.Generator().manual_seed(0), **params, **grid[0]).sep
+    return {"test": datasets.Dataset.from_list([dict(d, sep=chr(sep)) for d in docs])}
+
+
+def string_match_by_length(doc, results):
+    """{"<length>": RULER's string_match_all (scripts/eval/synthetic/constants.py in NVIDIA/RULER, the metric of
+    its niah, vt, cwe and fwe tasks)}: the fraction of the target's references (split on doc["sep"]) that occur
+    in the generated text, case-insensitively (harness.ruler.string_match)."""
+    pred = torch.tensor(list(results[0].encode("utf-8", "surrogateescape")), dtype=torch.long).view(1, -1)
+    target = torch.tensor(list(doc["target"].encode("utf-8")), dtype=torch.long).view(1, -1)
+    score, _ = ruler.string_match(pred, target, ord(doc["sep"]))
+    return {str(doc["length"]): float(score[0])}
 
 
 def pystdlib_docs(*, split="val", max_bytes=4096, **_lm_eval_metadata):

@@ -224,6 +224,22 @@ def test_generate_until_greedy_stops_and_batches(run_dir):
         lm.generate_until([_req("generate_until", ("a", {"top_p": 0.9}))])
 
 
+def test_generate_until_decodes_with_the_kv_cache_and_gives_the_rerun_texts(run_dir):
+    """The cache is one prefill and a token per step; rerunning the prefix per token is the oracle. A max_length
+    the context would be cut to (a sliding window over the prefix) takes the rerun path, which can cut."""
+    from harness.lmeval import generate
+    lm = HarnessLM(str(run_dir), batch_size=2, progress=False)
+    reqs = [_req("generate_until", (c, {"until": ["q"], "max_gen_toks": 7}), i)
+            for i, c in enumerate(["abc", "hello world", "x" * 30])]
+    got = lm.generate_until(reqs)
+    assert lm.decode_paths == {"kv_cache"}
+    jobs = [(lm.tok_encode(c), ["q"], 7) for c in ("abc", "hello world", "x" * 30)]
+    assert got == [lm.tok_decode(g).split("q")[0] for g in generate.rerun(lm, jobs)]
+    short = HarnessLM(str(run_dir), batch_size=2, max_length=8, progress=False)
+    short.generate_until(reqs)
+    assert short.decode_paths == {"rerun"}
+
+
 @pytest.mark.parametrize("protocol", ["nonoverlapping", "sliding"])
 def test_pystdlib_ppl_equals_runner_ppl(run_dir, protocol):
     """Same model, protocol, window and bytes: lm-eval's byte_perplexity == extrapolation.lm_rows' ppl.

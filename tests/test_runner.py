@@ -325,3 +325,17 @@ def test_attention_statistics_and_the_decode_benchmark_are_rows_when_asked(tmp_p
     from harness.report_labels import EXTENSION_KEYS, MEASUREMENT_KEYS
     keys = set().union(*df.params.map(lambda p: set(json.loads(p))))
     assert keys - set(json.loads(df.params.iloc[0])) <= set(MEASUREMENT_KEYS) | set(EXTENSION_KEYS)
+
+
+@pytest.mark.parametrize("encoding, path", [("rope", "kv_cache"), ("xpos", "rerun")])
+def test_a_ruler_task_is_scored_by_string_match_of_the_greedy_answer_with_its_decoding_path(tmp_path, encoding, path):
+    cfg = tiny(tmp_path, **{"encoding": {"name": encoding}, "task": {"name": "niah_single", "min_len": 24,
+                                                                      "eval_samples": 3, "depths": [0.0, 1.0]},
+                            "train.seq_len": 32, "eval.extension.types": [], "precision.model_level": False})
+    assert runner.run(cfg, tmp_path / "r", progress=False)["status"] == "ok"
+    df = results.load(tmp_path / "r")
+    r = df[df.metric == "ruler_all"]
+    assert sorted(zip(r.eval_len, r.protocol)) == [(32, "depth=0"), (32, "depth=1"), (64, "depth=0"), (64, "depth=1")]
+    assert r.value.between(0, 1).all() and {json.loads(p)["decode"] for p in r.params} == {path}
+    eff = df[df.metric.str.startswith("effective_len")]
+    assert set(eff.protocol) == {"acc:depths", "ruler_all:depths"} and len(eff) == 4

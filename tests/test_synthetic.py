@@ -12,13 +12,28 @@ def _gen(seed):
     return torch.Generator().manual_seed(seed)
 
 
+def _minimum(task):
+    """The shortest length the generator accepts (each says its own minimum in its error)."""
+    return next(L for L in range(1, 128) if _fits(task, L))
+
+
+def _fits(task, L):
+    try:
+        S.generate(task, 1, L, _gen(0))
+        return True
+    except ValueError:
+        return False
+
+
+CASES = [(t, max(L, _minimum(t))) for t in S.TASKS for L in LENGTHS]  # a task's own minimum for the 16 case
+
+
 def _seq(b):
     """The full byte sequences (n, T+1) that x and y were cut from."""
     return torch.cat([b.x[:, :1], b.y], dim=1)
 
 
-@pytest.mark.parametrize("task", list(S.TASKS))
-@pytest.mark.parametrize("length", LENGTHS)
+@pytest.mark.parametrize("task, length", CASES)
 def test_shapes_shift_and_determinism(task, length):
     b = S.generate(task, 4, length, _gen(1))
     assert b.x.shape == b.y.shape == b.mask.shape == (4, length) and b.pos.shape == (length,)
@@ -26,20 +41,21 @@ def test_shapes_shift_and_determinism(task, length):
     assert torch.equal(b.x[:, 1:], b.y[:, :-1])
     again, other = S.generate(task, 4, length, _gen(1)), S.generate(task, 4, length, _gen(2))
     assert all(torch.equal(getattr(b, f), getattr(again, f)) for f in ("x", "y", "mask", "pos"))
-    assert not torch.equal(b.y[b.mask], other.y[other.mask])
+    assert not torch.equal(b.x, other.x)  # a one-bit answer (parity) may repeat by chance; the prompt does not
 
 
-@pytest.mark.parametrize("task", list(S.TASKS))
-@pytest.mark.parametrize("length", LENGTHS)
+@pytest.mark.parametrize("task, length", CASES)
 def test_mask_is_exactly_the_bytes_after_the_only_sep(task, length):
     b = S.generate(task, 4, length, _gen(3))
     seq = _seq(b)
     assert ((seq == S.SEP).sum(dim=1) == 1).all()
     after_sep = (seq == S.SEP).long().cumsum(dim=1).bool() & (seq != S.SEP)  # (n, T+1)
     assert torch.equal(b.mask, after_sep[:, 1:])
-    # markers are control bytes, answers are letters or digits: the byte ranges never overlap
+    # markers are control bytes, answers are letters or digits (and a RULER task's reference separator): the byte
+    # ranges never overlap
     answers = b.y[b.mask]
-    assert (((answers >= ord("a")) & (answers <= ord("z"))) | ((answers >= ord("0")) & (answers <= ord("9")))).all()
+    content = ((answers >= ord("a")) & (answers <= ord("z"))) | ((answers >= ord("0")) & (answers <= ord("9")))
+    assert (content | (answers == (-1 if b.sep is None else b.sep))).all()
     assert (b.x[b.x < 32] <= S.KEY).all()
 
 
@@ -129,7 +145,8 @@ def test_grid2d_varies_width_across_batches():
 
 
 @pytest.mark.parametrize("task, kw, msg", [
-    ("cpy", {}, r"unknown task 'cpy'; expected one of \['copy', 'reverse', 'kv_recall', 'passkey', 'grid2d'\]"),
+    ("cpy", {}, r"unknown task 'cpy'; expected one of \['copy', 'reverse', 'kv_recall', 'passkey', 'grid2d', 'parity', "
+                r".*'vt', 'cwe', 'fwe'\]$"),
     ("copy", {"depth": 0.5}, r"unknown parameter\(s\) \['depth'\] for task 'copy'; expected a subset of \[\]"),
     ("passkey", {"dept": 0.5}, r"expected a subset of \['depth', 'filler'\]"),
     ("passkey", {"depth": 1.5}, r"depth must be in \[0, 1\]"),
@@ -142,8 +159,15 @@ def test_bad_task_or_parameter(task, kw, msg):
 
 
 @pytest.mark.parametrize("task, minimum", [("copy", 4), ("reverse", 4), ("kv_recall", 12), ("passkey", 14),
-                                           ("grid2d", 6)])
+                                           ("grid2d", 6), ("niah_single", 18), ("vt", 48), ("parity", 2)])
 def test_too_short_names_the_minimum(task, minimum):
     with pytest.raises(ValueError, match=f"needs length >= {minimum}; got {minimum - 1}"):
         S.generate(task, 2, minimum - 1, _gen(0))
     assert S.generate(task, 2, minimum, _gen(0)).mask.any()
+
+
+@pytest.mark.parametrize("task", list(S.TASKS))
+def test_every_task_refuses_a_length_below_its_minimum_with_one_line_naming_it(task):
+    m = _minimum(task)
+    with pytest.raises(ValueError, match=rf"^task '{task}' needs length >= {m}; got {m - 1}$"):
+        S.generate(task, 2, m - 1, _gen(0))

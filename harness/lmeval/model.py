@@ -19,6 +19,7 @@ from tqdm import tqdm
 from harness import config as config_lib
 from harness import data, results
 from harness import model as model_lib
+from harness.lmeval import generate
 from harness.measure import extension
 
 GEN_KWARGS = ("until", "max_gen_toks", "do_sample", "temperature")
@@ -105,6 +106,7 @@ class HarnessLM(LM):
         if len(self.prefix) != 1:
             raise ValueError(f"prefix must be one byte (the context of a document's first byte); got {prefix!r}")
         self.cfg, self.batch_size, self.progress = cfg, _int_batch(batch_size), progress
+        self.decode_paths = set()  # how generate_until decoded: kv_cache and/or rerun (_greedy)
         self.train_len = cfg.train.seq_len
         self.max_length = int(max_length) if max_length is not None else None
         self.window = self.max_length or self.train_len
@@ -249,34 +251,12 @@ class HarnessLM(LM):
         bar = self._bar(len(jobs), "generate_until")
         for b in range(0, len(order), self.batch_size):
             idx = order[b:b + self.batch_size]
-            for i, text in zip(idx, self._greedy([jobs[i] for i in idx])):
+            for i, text in zip(idx, generate.greedy(self, [jobs[i] for i in idx])):
                 out[i] = text
                 self.cache_hook.add_partial("generate_until", requests[i].args, text)
             bar.update(len(idx))
         bar.close()
         return out
-
-    def _greedy(self, jobs):
-        """Decode a batch: each step runs the still-active sequences (no KV cache: small models)."""
-        seqs = [list(c) for c, _, _ in jobs]
-        gen = [[] for _ in jobs]
-        active = [i for i, (_, _, n) in enumerate(jobs) if n > 0]
-        while active:
-            lp = self._logprobs([self._cut(seqs[i]) for i in active])
-            for row, i in enumerate(active):
-                tok = int(lp[row, len(self._cut(seqs[i])) - 1].argmax())
-                seqs[i].append(tok)
-                gen[i].append(tok)
-            active = [i for i in active if len(gen[i]) < jobs[i][2]
-                      and not any(s in self.tok_decode(gen[i]) for s in jobs[i][1])]
-        texts = []
-        for (_, until, _), g in zip(jobs, gen):
-            text = self.tok_decode(g)
-            for s in until:
-                text = text.split(s)[0] if s else text
-            texts.append(text)
-        return texts
-
 
 def _device(requested, run_device):
     """torch.device: the requested one, else the run's. lm-eval's CLI always passes a device (default

@@ -121,7 +121,10 @@ def rows_for_model(model, cfg, tasks, *, device=None, batch_size=None, lens=None
         lm = HarnessLM(**kw) if others else None
         for task in others:  # one at a time: a length the encoding cannot represent fails only its task
             try:
-                out += _rows(_evaluate(lm, [task], tm, limit), None, "lm_eval", lm.extension)
+                lm.decode_paths.clear()
+                res = _evaluate(lm, [task], tm, limit)
+                paths = {"decode": "+".join(sorted(lm.decode_paths))} if lm.decode_paths else {}
+                out += _rows(res, None, "lm_eval", {**lm.extension, **paths})
             except ValueError as e:
                 out += _nan_rows(task, None, "lm_eval", str(e))
         for L in (lens or cfg.eval.resolved_lens(cfg.train.seq_len)) if rolling else []:
