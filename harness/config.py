@@ -144,9 +144,10 @@ class EffectiveLengthConfig:
 
     threshold: float = 0.5
     relative: float = 0.85
+    min_base: float = 0.2  # the relative rule needs this score at the train length (else its row is NaN)
 
     def __post_init__(self):
-        for k in ("threshold", "relative"):
+        for k in ("threshold", "relative", "min_base"):
             v = getattr(self, k)
             if not (isinstance(v, (int, float)) and 0 < v <= 1):
                 raise ValueError(f"eval.effective_length.{k} must be a number in (0, 1] (scores are fractions); "

@@ -13,8 +13,8 @@ EXTENSION_KEYS = ("extension", "factor", "rope_type", "scaling", "finetune_steps
 # how/where a row was measured (torchrun ranks, nll_by_pos bins, the model-level precision study's knobs, effective
 # length bars, attention layers, decoding paths): never part of a label; tests/test_report.py checks the
 # measurement code's params are all listed here
-MEASUREMENT_KEYS = ("world_size", "pos_lo", "pos_hi", "seq_len", "shift", "anchor_shift", "bar", "base_len", "layer",
-                    "eps", "batch_size", "new_tokens", "path", "decode")
+MEASUREMENT_KEYS = ("world_size", "pos_lo", "pos_hi", "seq_len", "shift", "anchor_shift", "bar", "base_len",
+                    "base_score", "layer", "eps", "batch_size", "new_tokens", "path", "decode")
 
 
 def train_steps(df: pd.DataFrame) -> pd.Series:

@@ -54,7 +54,7 @@ def measure(model, task, cfg: Config, device, generator, progress, rows):
     scored = extrapolation.rows(model, task, lens=lens, protocols=ev.protocols(), progress=progress, **knobs)
     bars = ev.effective_length
     rows += scored + effective_length.rows(scored, train_len=cfg.train.seq_len, threshold=bars.threshold,
-                                           relative=bars.relative)
+                                           relative=bars.relative, min_base=bars.min_base)
     if ev.attention_samples:
         probes = {L: _probe(task, L, ev.attention_samples) for L in sorted({*lens, attention.PROBE_LEN})}
         rows += attention.rows(model, probes, probe_len=attention.PROBE_LEN, device=device)
@@ -86,7 +86,7 @@ def _probe(task, L, n):
 def check(cfg: Config):
     """What a run would refuse, found before any run starts (harness.__main__ validates each job with it): the
     task's data spec, the model and encoding built on the CPU with every knob, and the device."""
-    tasks.check(cfg.task)
+    tasks.check(cfg.task, cfg.train.seq_len)
     model_lib.from_config(cfg.model, cfg.encoding)
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device={cfg.device!r} but this torch ({torch.__version__}) sees no CUDA device; "

@@ -3,13 +3,14 @@
 Every task is `fn(n, length, generator, **params) -> Batch` (harness.sequences: [PAD]* prompt SEP answer,
 next-byte targets, `mask` on the answer). Loss may be taken on every target (the prompt is random, so it only
 teaches the byte statistics; PADs are trivial) or on `mask` only; accuracy is always on `mask` only. TASKS holds
-the tasks below, the Chomsky-hierarchy tasks (harness.chomsky) and the byte-level mini-RULER (harness.ruler)."""
+the tasks below, the Chomsky-hierarchy tasks (harness.chomsky), the byte-level mini-RULER (harness.ruler) and
+the content-counting tasks (harness.content_tasks)."""
 import inspect
 from typing import Callable, Dict, Optional
 
 import torch
 
-from harness import chomsky, ruler
+from harness import chomsky, content_tasks, ruler
 from harness.sequences import (A, DIGITS, FILLERS, KEY, KEY_DIGITS, LETTERS, PAD, SEP, ZERO, Batch,  # noqa: F401
                                letters, need, pack)
 
@@ -113,6 +114,7 @@ def grid2d(n: int, length: int, generator: torch.Generator, *, cols: Optional[in
 TASKS: Dict[str, Callable[..., Batch]] = {
     "copy": copy, "reverse": reverse, "kv_recall": kv_recall, "passkey": passkey, "grid2d": grid2d,
     **chomsky.TASKS, **ruler.TASKS,  # the Chomsky-hierarchy tasks and the byte-level mini-RULER
+    **content_tasks.TASKS,  # counting (CoPE) and flip-flop: where content-dependent positions should win
 }
 
 

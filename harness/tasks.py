@@ -29,7 +29,7 @@ class LMTask:
         return tokens[self.data.eval_offset(tokens.numel(), need, self.seed):]
 
     @staticmethod
-    def check(task_cfg):
+    def check(task_cfg, train_len):
         from harness import data  # as in __init__: harness.data is imported only where a corpus is read
         data.check_corpus(task_cfg.corpus)
 
@@ -72,8 +72,15 @@ class SyntheticTask:
         self.seed = seed
 
     @staticmethod
-    def check(task_cfg):
-        """The generator's parameters are checked by TaskConfig already."""
+    def check(task_cfg, train_len):
+        """One sequence at the shortest and the longest train length: a length below the generator's template
+        or a bad parameter value is its one-line ValueError before any run starts (names: TaskConfig)."""
+        if (task_cfg.min_len or 0) > train_len:
+            raise ValueError(f"task.min_len {task_cfg.min_len} exceeds train.seq_len {train_len}: training draws "
+                             f"lengths from [task.min_len, train.seq_len]")
+        g = torch.Generator().manual_seed(0)
+        for L in sorted({task_cfg.min_len or train_len, train_len}):
+            synthetic.TASKS[task_cfg.name](1, L, g, **task_cfg.params)
 
     @staticmethod
     def data_identity(task_cfg):
@@ -112,9 +119,9 @@ def build(task_cfg, seed):
     return KINDS.get(task_cfg.name, SyntheticTask)(task_cfg, seed)
 
 
-def check(task_cfg):
-    """What building the task would refuse, found without reading its data (before any run starts)."""
-    KINDS.get(task_cfg.name, SyntheticTask).check(task_cfg)
+def check(task_cfg, train_len):
+    """What building or training the task would refuse, found without reading its data (before any run starts)."""
+    KINDS.get(task_cfg.name, SyntheticTask).check(task_cfg, train_len)
 
 
 def data_identity(task_cfg):

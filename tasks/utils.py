@@ -113,3 +113,9 @@ def _decodes(raw):
         return True
     except UnicodeDecodeError:
         return False
+
+
+def content_docs(*, content_task, lengths, n, params=None, eval_batch_size=EVAL_BATCH, **_lm_eval_metadata):
+    """Content-position tasks (harness.content_tasks: count, flip_flop): n docs per length, the runner's seed-0 test
+    set of synthetic task `content_task` with generator keyword arguments `params`; scored by exact match."""
+    return _synthetic(content_task, lengths, n, eval_batch_size=eval_batch_size, **dict(params or {}))

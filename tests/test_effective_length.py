@@ -31,14 +31,24 @@ def test_rows_average_depths_take_the_train_length_as_base_and_skip_extensions()
     assert score_curves(run) == {("acc", "depths"): {64: 0.9, 128: 0.75, 256: 0.9},
                                  ("byte_acc", "nonoverlapping"): {64: 0.6, 128: 0.55}}
     got = {(r["protocol"].split(":")[0], r["metric"].rpartition("_")[2]): r
-           for r in rows(run, train_len=64, threshold=0.7, relative=0.85)}
+           for r in rows(run, train_len=64, threshold=0.7, relative=0.85, min_base=0.2)}
     assert got[("acc", "absolute")]["value"] == 256 and got[("acc", "relative")]["value"] == 64
     assert got[("acc", "relative")]["extra_params"]["bar"] == pytest.approx(0.765)
     assert got[("byte_acc", "absolute")]["value"] == 0  # 0.6 < 0.7 already at the train length
     assert got[("byte_acc", "relative")]["value"] == 128  # 0.55 >= 0.85 * 0.6 = 0.51
     assert got[("acc", "absolute")]["protocol"] == "acc:depths" and len(got) == 4
-    r = rows([_row("acc", 128, 0.9), _row("acc", 256, 0.8)], train_len=64, threshold=0.5, relative=0.85)
+    r = rows([_row("acc", 128, 0.9), _row("acc", 256, 0.8)], train_len=64, threshold=0.5, relative=0.85, min_base=0.2)
     assert r[1]["extra_params"]["base_len"] == 128 and r[1]["value"] == 256  # train length not evaluated
+
+
+def test_the_relative_rule_is_not_a_number_when_the_task_is_not_solved_at_the_train_length():
+    """0.85 x a base score near 0 is passed by chance at every length: the rule would credit a model that never
+    solved the task with the longest length."""
+    run = [_row("ruler_all", 64, 0.01), _row("ruler_all", 128, 0.02), _row("ruler_all", 256, 0.0)]
+    absolute, relative = rows(run, train_len=64, threshold=0.5, relative=0.85, min_base=0.2)
+    assert absolute["value"] == 0
+    assert math.isnan(relative["value"]) and relative["extra_params"]["base_score"] == 0.01
+    assert relative["extra_params"]["nan_reason"].startswith("ruler_all at the base length 64 is 0.01 < eval.")
 
 
 @pytest.mark.parametrize("key,value", [("threshold", 0), ("relative", 1.5)])

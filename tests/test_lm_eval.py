@@ -226,7 +226,7 @@ def test_generate_until_greedy_stops_and_batches(run_dir):
 
 def test_generate_until_decodes_with_the_kv_cache_and_gives_the_rerun_texts(run_dir):
     """The cache is one prefill and a token per step; rerunning the prefix per token is the oracle. A max_length
-    the context would be cut to (a sliding window over the prefix) takes the rerun path, which can cut."""
+    the prompt and its generation outgrow (a sliding window) takes the rerun path; a prompt beyond it is refused."""
     from harness.lmeval import generate
     lm = HarnessLM(str(run_dir), batch_size=2, progress=False)
     reqs = [_req("generate_until", (c, {"until": ["q"], "max_gen_toks": 7}), i)
@@ -235,9 +235,11 @@ def test_generate_until_decodes_with_the_kv_cache_and_gives_the_rerun_texts(run_
     assert lm.decode_paths == {"kv_cache"}
     jobs = [(lm.tok_encode(c), ["q"], 7) for c in ("abc", "hello world", "x" * 30)]
     assert got == [lm.tok_decode(g).split("q")[0] for g in generate.rerun(lm, jobs)]
-    short = HarnessLM(str(run_dir), batch_size=2, max_length=8, progress=False)
-    short.generate_until(reqs)
+    short = HarnessLM(str(run_dir), batch_size=2, max_length=12, progress=False)  # 11 + 7 bytes: the window slides
+    short.generate_until(reqs[:2])
     assert short.decode_paths == {"rerun"}
+    with pytest.raises(ValueError, match=r"^a generate_until prompt of 30 bytes exceeds max_length=12; prompts are never"):
+        short.generate_until(reqs)  # "x" * 30 would lose its start
 
 
 @pytest.mark.parametrize("protocol", ["nonoverlapping", "sliding"])

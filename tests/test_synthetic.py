@@ -146,7 +146,7 @@ def test_grid2d_varies_width_across_batches():
 
 @pytest.mark.parametrize("task, kw, msg", [
     ("cpy", {}, r"unknown task 'cpy'; expected one of \['copy', 'reverse', 'kv_recall', 'passkey', 'grid2d', 'parity', "
-                r".*'vt', 'cwe', 'fwe'\]$"),
+                r".*'vt', 'cwe', 'fwe', 'count', 'flip_flop'\]$"),
     ("copy", {"depth": 0.5}, r"unknown parameter\(s\) \['depth'\] for task 'copy'; expected a subset of \[\]"),
     ("passkey", {"dept": 0.5}, r"expected a subset of \['depth', 'filler'\]"),
     ("passkey", {"depth": 1.5}, r"depth must be in \[0, 1\]"),

@@ -84,8 +84,9 @@ class HarnessLM(LM):
     """lm-eval LM over a run dir (`run=<dir>`) or an in-memory (model, config) pair.
 
     max_length: rolling windows have this length (default: the train length, the model's context);
-    loglikelihood / generate_until contexts longer than it are cut from the left (default: never cut,
-    because evaluating beyond the train length is the point). protocol/stride: the runner's
+    loglikelihood contexts longer than it are cut from the left, a generate_until prompt longer than it is an
+    error, and generation beyond it slides the window (default: never cut, because evaluating beyond the train
+    length is the point). protocol/stride: the runner's
     `nonoverlapping` or `sliding` windows for loglikelihood_rolling (stride default as the runner's:
     eval.stride or train_len // 2). rope_type + factor (+ beta_fast, beta_slow, low_freq_factor,
     high_freq_factor): RoPE eval-time extension, exactly as harness.measure.extension applies it."""
@@ -246,6 +247,10 @@ class HarnessLM(LM):
             until = kw.get("until") or []
             jobs.append((self.tok_encode(ctx) or self.prefix, [until] if isinstance(until, str) else list(until),
                          int(kw.get("max_gen_toks", 256))))
+        long = max(len(c) for c, _, _ in jobs) if jobs else 0
+        if self.max_length and long > self.max_length:  # before any work: a cut prompt loses what it asks about
+            raise ValueError(f"a generate_until prompt of {long} bytes exceeds max_length={self.max_length}; prompts "
+                             f"are never cut (a needle could be cut away): raise max_length or leave it unset")
         out = [None] * len(jobs)
         order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][0]))
         bar = self._bar(len(jobs), "generate_until")

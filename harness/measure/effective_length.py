@@ -7,7 +7,9 @@ here, on one run's rows (one seed: the report puts the CI over seeds on them, ha
 
 - absolute: bar = `threshold` (scores are fractions in [0, 1]);
 - relative: bar = `relative` x the score at the train length (the shortest evaluated length when the train
-  length itself was not evaluated; the row's params say which length was the base).
+  length itself was not evaluated; the row's params say which length was the base). A base score below
+  `min_base` makes the rule vacuous (0.85 x a score near 0 is passed by chance): the row is NaN with the reason,
+  because a model that does not solve the task at its own train length has no context length to lose.
 
 "Stays": the lengths are walked from the shortest up and the first one below the bar (or not measurable) ends
 the walk, so a score that dips and recovers at a longer length is not credited with it. 0 means even the
@@ -48,14 +50,19 @@ def score_curves(rows):
     return {k: {L: sum(v) / len(v) for L, v in c.items()} for k, c in acc.items()}
 
 
-def rows(run_rows, *, train_len, threshold, relative):
+def rows(run_rows, *, train_len, threshold, relative, min_base):
     """`effective_len_absolute` and `effective_len_relative` rows (unit tokens, eval_len None) for every score
     curve in run_rows, protocol `<score>:<its protocol>` (e.g. `byte_acc:nonoverlapping`, `ruler_all:depths`),
     params: bar (and base_len for the relative rule)."""
     out = []
     for (metric, proto), curve in sorted(score_curves(run_rows).items()):
         base = train_len if train_len in curve else min(curve)
-        rules = [("absolute", threshold, {}), ("relative", relative * curve[base], {"base_len": base})]
+        rel = {"base_len": base, "base_score": curve[base]}
+        if not curve[base] >= min_base:
+            rel["nan_reason"] = (f"{metric} at the base length {base} is {curve[base]:.3g} < eval.effective_length."
+                                 f"min_base {min_base}: the model does not solve the task at its train length")
+        rules = [("absolute", threshold, {}), ("relative", relative * curve[base] if "nan_reason" not in rel
+                                                 else math.nan, rel)]
         for rule, bar, extra in rules:
             out.append(dict(metric=f"effective_len_{rule}", eval_len=None, protocol=f"{metric}:{proto}", unit="tokens",
                             value=float(effective_length(curve, bar)), extra_params=dict(bar=float(bar), **extra)))
