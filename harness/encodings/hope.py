@@ -14,8 +14,8 @@ features [0, 2n) as partial rotary does: `half` pairs (j, j + n), `interleaved` 
 are the position-independent part, untouched (q, k (B, H, T, D) -> same shapes). The projections are free to
 learn any pairing, so which features pair up is a convention, as RoPE's half/interleaved.
 
-`train_len` is the training sequence length the rotations must fit in: the default 64 is this repo's
-train.seq_len; set both together (with randomized positions, train.max_position is the range positions cover)."""
+`train_len` is the training sequence length the rotations must fit in: conf/encoding/hope.yaml sets it to
+train.seq_len (with randomized positions, train.max_position is the range positions cover: set it to that)."""
 import math
 
 from harness.encodings.rope import Rope
