@@ -22,7 +22,7 @@ SEEDS ?=   # empty: the preset's own seed count (default 3, claims 5); SEEDS=5 r
 RESULTS ?= results/sweeps
 CLAIMS_OUT ?= results/claims
 
-.PHONY: help install test test-fast faults sweep report bench bench-check eval claims conformance conformance-data clean
+.PHONY: help install test test-fast faults sweep report bench bench-check readme-tables eval claims conformance conformance-data clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -69,6 +69,9 @@ bench: install  ## RoPE kernel benchmarks -> results/bench/$(BENCH_DEVICE).{json
 	$(BENCH_ENV) $(PY) -m pytest -q -p no:cacheprovider tests/bench --benchmark-enable \
 		--benchmark-json=results/bench/$(BENCH_DEVICE).json
 	$(BENCH_ENV) $(PY) -m harness.measure.kernel_bench report results/bench/$(BENCH_DEVICE).json
+
+readme-tables: install  ## regenerate README's kernel tables from results/baselines/*.json (a test fails while stale)
+	$(PY) -m harness.measure.kernel_table --write README.md
 
 bench-check: install  ## CI gate (< 2 min): fail if a gated kernel's R is below its floor (harness/measure/kernel_gate.py)
 	$(BENCH_ENV) $(PY) -m harness.measure.kernel_bench check --baseline results/baselines/kernels-cpu.json
