@@ -156,3 +156,20 @@ def test_report_from_reference_has_tables_and_plots(tmp_path):
     assert "| rope qk_norm=default+yarn |" in md and "| alibi |" in md  # default and qk_norm sweeps: labels say which
     for png in ("extrapolation_lm.png", "extension_lm.png", "throughput.png", "memory.png", "training.png"):
         assert (tmp_path / png).stat().st_size > 10_000
+
+
+def test_report_from_the_committed_long_context_run_has_its_sections(tmp_path):
+    """results/longctx (make sweep SWEEP=longctx): effective length by both rules, RULER's string match with the
+    decoding path, attention statistics and KV-cache decoding, each a table over seeds, and their plots."""
+    from pathlib import Path
+    from harness import report
+    runs = Path(__file__).resolve().parent.parent / "results" / "longctx"
+    md = report.build([runs], tmp_path, kernel_max_len=1024).read_text()
+    for heading in ("### Effective length", "Score `ruler_all:depths`", "Score `acc:iid`",
+                    "| variant | absolute | relative |", "### RULER string match", "Decoded with: kv_cache",
+                    "### Attention statistics", "| variant | sink rate |", "### KV-cache decoding",
+                    "### KV-cache size after the prefill (MiB)"):
+        assert heading in md, heading
+    assert "| rope task=niah_single |" in md and "| nope task=vt |" in md
+    for png in ("effective_length_niah_single.png", "attention_entropy_vt.png", "depths_niah_single.png"):
+        assert (tmp_path / png).stat().st_size > 10_000
