@@ -150,10 +150,11 @@ def test_rows_subprocess_prints_no_traceback(run):
 
 def test_check_tasks_is_the_one_refusal():
     rows.check_tasks(["copy", "wikitext"])  # one of ours and one of lm-eval's own
-    ours = ["copy", "count", "flip_flop", "kv_recall", *(f"miniruler{t}" for t in ("", "_cwe", "_fwe", "_niah_multikey", "_niah_multiquery",
-                                                              "_niah_multivalue", "_niah_single", "_vt")),
-            "passkey", "pystdlib_ppl", "pystdlib_ppl_test", "reverse"]
-    want = (f"unknown lm-eval task(s) ['nosuchtask', 'copyy']; expected one of {ours} (tasks/) or a task of lm-eval's own (`lm-eval ls tasks`)")
+    ruler = ("", "_cwe", "_fwe", "_niah_multikey", "_niah_multiquery", "_niah_multivalue", "_niah_single", "_vt")
+    ours = ["copy", "count", "flip_flop", "kv_recall", *(f"miniruler{t}" for t in ruler), "passkey", "pystdlib_ppl",
+            "pystdlib_ppl_test", "reverse"]
+    want = (f"unknown lm-eval task(s) ['nosuchtask', 'copyy']; expected one of {ours} (tasks/) or a task of lm-eval's "
+            f"own (`lm-eval ls tasks`)")
     for check in (rows.check_tasks, rows.task_manager):
         with pytest.raises(ValueError) as e:
             check(["copy", "nosuchtask", "copyy"])
