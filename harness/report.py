@@ -17,7 +17,8 @@ from harness import (report_budget, report_chomsky, report_confidence, report_fl
 from harness.measure.precision_pipelines import MAX_LEN
 from harness.report_labels import prepare, variants
 from harness.report_plots import fig_bars, fig_cost, fig_curves, fig_passkey, fig_training, save
-from harness.report_tables import ci_table, lower_is_better, md_table  # noqa: F401 - md_table: report_precision
+from harness.report_tables import (ci_table, lower_is_better, md_table, select,  # noqa: F401 - md_table: report_precision
+                                   table)
 
 MiB = 2 ** 20
 TESTS = ("t", "permutation")
@@ -35,20 +36,6 @@ def pick_reference(df, reference):
     plain = [v for v in valid if v.split(" ")[0] == DEFAULT_REFERENCE and all(
         part.endswith("=default") for part in v.split(" ")[1:])]
     return plain[0] if plain else (valid[0] if valid else None)
-
-
-def select(df, metric, protocol=None):
-    """Rows of one metric (protocol: a prefix), or None when there are none."""
-    d = df[df.metric == metric]
-    if protocol is not None:
-        d = d[d.protocol.str.startswith(protocol)]
-    return None if d.empty else d
-
-
-def table(d, title, col="eval_len", scale=1.0, order=None):
-    """`### title` + the mean ± CI table of rows d (variant x col); direction from the metric."""
-    d = d.assign(value=d.value / scale)
-    return [f"### {title}\n"] + ci_table(d, col, lower_is_better(d.metric.iloc[0]), order)
 
 
 def by_panel(d, x):

@@ -7,7 +7,7 @@ import pandas as pd
 
 from harness import report_budget, stats
 from harness.report_plots import fig_bars, fig_curves, save
-from harness.report_tables import ci_table, lower_is_better
+from harness.report_tables import ci_table, select, table
 
 MiB = 2 ** 20
 PRIMARY = ("ruler_all", "acc", "byte_acc")  # the score the effective-length plot shows: the first present
@@ -15,22 +15,10 @@ RULES = {"absolute": "score ≥ eval.effective_length.threshold",
          "relative": "score ≥ eval.effective_length.relative × the score at the train length"}
 
 
-def _select(df, metric, protocol=None):
-    d = df[df.metric == metric]
-    if protocol is not None:
-        d = d[d.protocol.str.startswith(protocol)]
-    return None if d.empty else d
-
-
-def _table(d, title, col="eval_len", scale=1.0):
-    d = d.assign(value=d.value / scale)
-    return [f"### {title}\n"] + ci_table(d, col, lower_is_better(d.metric.iloc[0]))
-
-
 def nll_by_pos(tdf, out, made, task):
     """Mean NLL per position bin (train-length bins) with bands, one panel per window length (1x ... 16x); with
     several budgets, one panel per budget at the longest length. [] when there are no nll_by_pos rows."""
-    d = _select(tdf, "nll_by_pos", "nonoverlapping")
+    d = select(tdf, "nll_by_pos", "nonoverlapping")
     if d is None:
         return []
     p = d.params.map(json.loads)
@@ -39,7 +27,7 @@ def nll_by_pos(tdf, out, made, task):
     if d.budget.nunique() > 1:
         d = d[d.eval_len == L]
         s = stats.summarize(d.assign(panel=d.budget, variant=d.pair), ["panel", "variant", "pos"])
-        panels, what = list(report_budget.budget_table(d).index), f"a {L}-token window"
+        panels, what = list(report_budget.budgettable(d).index), f"a {L}-token window"
     else:
         s = stats.summarize(d.assign(panel="window " + d.eval_len.astype(str)), ["panel", "variant", "pos"])
         panels = [f"window {n}" for n in sorted(d.eval_len.unique())]
@@ -76,24 +64,24 @@ def effective_length(tdf, out, made, task):
 
 def ruler(tdf):
     """RULER's string match of the generated answer (all references found), mean over depths per seed."""
-    d = _select(tdf, "ruler_all")
+    d = select(tdf, "ruler_all")
     if d is None:
         return []
     paths = sorted({json.loads(p).get("decode", "?") for p in d.params})
-    return _table(d, "RULER string match (all references in the greedy answer; mean over depths)") + [
+    return table(d, "RULER string match (all references in the greedy answer; mean over depths)") + [
         f"Decoded with: {', '.join(paths)} (kv_cache where the encoding can decode with one).\n"]
 
 
 def attention(tdf, out, made, task, train_lens):
     """Sink rate and first-token attention at the 64-token probes, entropy per layer vs length."""
-    sink, ent = _select(tdf, "sink_rate"), _select(tdf, "attn_entropy")
+    sink, ent = select(tdf, "sink_rate"), select(tdf, "attn_entropy")
     if sink is None and ent is None:
         return []
     md = ["### Attention statistics\n", "Sink rate: share of (layer, head) whose mean attention to the first token "
           "α₁ exceeds 0.3 on 64-token probes (Gu et al., ICLR 2025); entropy in nats, mean over layers, heads and "
           "query rows (flat attention over T keys: about log T − 1).\n"]
     if sink is not None:
-        first = _select(tdf, "first_token_attn")
+        first = select(tdf, "first_token_attn")
         parts = [sink.assign(col="sink rate")]
         if first is not None:
             parts.append(first.assign(col="α₁ layer " + first.params.map(lambda q: str(json.loads(q)["layer"]))))
@@ -104,20 +92,20 @@ def attention(tdf, out, made, task, train_lens):
         save(fig_curves(stats.summarize(mean, ["variant", "eval_len"]), "eval_len", f"{task}: attention entropy "
                         "vs eval length (mean over layers)", "eval length (dotted: train length)", "entropy (nats)",
                         train_lens, logy=False), out, name, made)
-        md += _table(ent, "Attention entropy (nats, mean over layers)") + [f"![attention entropy]({name})\n"]
+        md += table(ent, "Attention entropy (nats, mean over layers)") + [f"![attention entropy]({name})\n"]
     return md
 
 
 def decode(tdf):
     """KV-cache decoding: tokens/s and cache bytes at every context length."""
-    tps, kv = _select(tdf, "decode_tokens_per_s"), _select(tdf, "kv_cache_bytes")
+    tps, kv = select(tdf, "decode_tokens_per_s"), select(tdf, "kv_cache_bytes")
     if tps is None:
         return []
     p = json.loads(tps.params.iloc[0])
-    md = _table(tps, f"KV-cache decoding, tokens/s after a prefill of eval_len tokens (batch {p.get('batch_size')}, "
+    md = table(tps, f"KV-cache decoding, tokens/s after a prefill of eval_len tokens (batch {p.get('batch_size')}, "
                      f"{p.get('new_tokens')} new tokens, median of repeats)")
     if kv is not None:
-        md += _table(kv, "KV-cache size after the prefill (MiB)", scale=MiB)
+        md += table(kv, "KV-cache size after the prefill (MiB)", scale=MiB)
     return md
 
 

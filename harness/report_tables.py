@@ -129,3 +129,17 @@ def md_table(pt: pd.DataFrame, spec="{:.3g}") -> str:
     """A table of values that are not aggregated over seeds (kernel grids) as markdown; NaN shows as '—'."""
     cells = pt.apply(lambda c: c.map(lambda v: fmt(v, spec) if isinstance(v, float) else spec.format(v)))
     return render(cells, str(pt.index.name or ""))
+
+
+def select(df, metric, protocol=None):
+    """Rows of one metric (protocol: a prefix), or None when there are none."""
+    d = df[df.metric == metric]
+    if protocol is not None:
+        d = d[d.protocol.str.startswith(protocol)]
+    return None if d.empty else d
+
+
+def table(d, title, col="eval_len", scale=1.0, order=None):
+    """`### title` + the mean ± CI table of rows d (variant x col); direction from the metric."""
+    d = d.assign(value=d.value / scale)
+    return [f"### {title}\n"] + ci_table(d, col, lower_is_better(d.metric.iloc[0]), order)
