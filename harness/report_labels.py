@@ -11,10 +11,10 @@ import pandas as pd
 EXTENSION_KEYS = ("extension", "factor", "rope_type", "scaling", "finetune_steps", "finetune_len",
                   "finetune_status", "nan_reason")
 # how/where a row was measured (torchrun ranks, nll_by_pos bins, the model-level precision study's knobs, effective
-# length bars, attention layers, decoding paths): never part of a label; tests/test_report.py checks the
+# length bars, attention layers, decoding paths, the CPU kernel's dispatch level): never part of a label; tests/test_report.py checks the
 # measurement code's params are all listed here
 MEASUREMENT_KEYS = ("world_size", "pos_lo", "pos_hi", "seq_len", "shift", "anchor_shift", "bar", "base_len",
-                    "base_score", "layer", "eps", "batch_size", "new_tokens", "path", "decode")
+                    "base_score", "layer", "eps", "batch_size", "new_tokens", "path", "decode", "cpu_isa")
 
 
 def train_steps(df: pd.DataFrame) -> pd.Series:

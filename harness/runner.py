@@ -5,6 +5,7 @@ Order of writes: status 'running' first; train_log and checkpoint after training
 at the end.
 A run killed at any point has no finished status, so a rerun restarts it; a finished run is skipped."""
 import importlib
+import os
 import time
 import traceback
 from pathlib import Path
@@ -88,6 +89,8 @@ def check(cfg: Config):
     task's data spec, the model and encoding built on the CPU with every knob, and the device."""
     tasks.check(cfg.task, cfg.train.seq_len)
     model_lib.from_config(cfg.model, cfg.encoding)
+    if os.environ.get("HARNESS_ROPE_ISA"):  # a level this CPU lacks fails here, not at the first rotation
+        importlib.import_module("harness.rope.cpu").isa()
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"device={cfg.device!r} but this torch ({torch.__version__}) sees no CUDA device; "
                          f"use device=cpu")

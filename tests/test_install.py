@@ -66,6 +66,8 @@ def test_wheel_runs_outside_the_checkout(tmp_path):
                    if p.is_file() and "__pycache__" not in p.parts}
         assert shipped <= names, f"{top}/ files missing from the wheel: {sorted(shipped - names)}"
     assert "harness/conformance/golden.npz" in names  # the conformance suite's data ships with it
+    csrc = {f"harness/rope/csrc/{p.name}" for p in (ROOT / "harness/rope/csrc").iterdir()}
+    assert csrc <= names, f"the C kernel's sources missing from the wheel: {sorted(csrc - names)}"
 
     py, site = scratch_venv(tmp_path / "venv", wheel)
     cwd = tmp_path / "elsewhere"
@@ -78,6 +80,12 @@ def test_wheel_runs_outside_the_checkout(tmp_path):
     assert (Path(where[1]) / "config.yaml").is_file()
     assert {"passkey.yaml", "pystdlib_ppl.yaml", "_generate_template_yaml", "utils.py"} <= {
         p.name for p in Path(where[2]).iterdir()}
+
+    # the wheel's C kernel builds from its own sources (a fresh cache, so nothing comes from the checkout's)
+    built = run([py, "-c", "import os; os.environ['HARNESS_CACHE'] = os.getcwd() + '/cache'; "
+                           "from harness.rope import cpu; print(cpu.unavailable() or cpu.isa())"], cwd)
+    from harness.rope import cpu
+    assert built.strip() == (cpu.unavailable() or cpu.isa()), built  # as the checkout's kernel does here
 
     (cwd / "corpus.txt").write_text(CORPUS)
     bin_ = py.parent

@@ -5,6 +5,7 @@ README with a regeneration makes a stale table a test failure, and `--check` is 
 """
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,18 @@ from harness.measure.kernel_table import BLOCK, main, render, table
 
 ROOT = pathlib.Path(__file__).parents[1]
 README = ROOT / "README.md"
-BASELINES = ("results/baselines/kernels-cpu.json", "results/baselines/kernels-h100.json")
+BASELINES = ("results/baselines/kernels-cpu.json", "results/baselines/kernels-h100.json",
+             "results/baselines/decode-cpu.json")
+
+
+def _edit_cpu_cell(text):
+    """text with the first number in the CPU table's first data row raised by 0.1, whatever the baseline holds."""
+    block = next(m for m in BLOCK.finditer(text) if m[2].endswith("kernels-cpu.json"))
+    start, end = block.span(3)
+    row = next(line for line in text[start:end].splitlines() if line.startswith("| fp32"))
+    edited = re.sub(r"\d+\.\d\d", lambda m: f"{float(m[0]) + 0.1:.2f}", row, count=1)
+    assert edited != row
+    return text[:start] + text[start:end].replace(row, edited, 1) + text[end:]
 
 
 def _doc(r, meta=None):
@@ -53,6 +65,21 @@ def test_small_json(tmp_path):
         "| bf16, interleaved | 0.36 / – | | |"])
 
 
+def test_decode_json_is_time_per_call_lower_is_better(tmp_path):
+    """A decode JSON (us in place of R, forward only): one mode per cell, whole microseconds, the fastest bold."""
+    r = {"cpu/fwd/half/float32/decode": 48.4, "eager/fwd/half/float32/decode": 121.6,
+         "hf/fwd/half/float32/decode": 120.2, "cpu/fwd/interleaved/float32/decode": 50.0}
+    doc = _doc(r)
+    doc["us"] = doc.pop("R")
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps(doc))
+    assert table(path, "d.json").splitlines()[2:] == [
+        "| fwd µs per call | cpu (C/OpenMP) | eager | hf (HF transformers) |",
+        "|---|---|---|---|",
+        "| fp32, half | **48** | 122 | 120 |",
+        "| fp32, interleaved | 50 | | |"]
+
+
 def test_gpu_caption(tmp_path):
     """A CUDA baseline names its device, not a thread count, and grouped-query heads as Hq·Hk."""
     path = tmp_path / "g.json"
@@ -86,12 +113,12 @@ def test_check_fails_on_edited_table(readme_copy, capsys):
     """An edited cell makes --check exit 1 with one line naming the README and the baseline; --write repairs it."""
     text = readme_copy.read_text()
     assert main(["--check", str(readme_copy)]) == 0
-    readme_copy.write_text(text.replace("| fp32, half | **1.18 / 1.19** |", "| fp32, half | **1.28 / 1.19** |"))
+    readme_copy.write_text(_edit_cpu_cell(text))
     capsys.readouterr()
     assert main(["--check", str(readme_copy)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(readme_copy) in err and "results/baselines/kernels-cpu.json" in err
-    assert "kernels-h100.json" not in err
+    assert "kernels-h100.json" not in err and "decode-cpu.json" not in err
     assert main(["--write", str(readme_copy)]) == 0
     assert readme_copy.read_text() == text
 
@@ -106,7 +133,7 @@ def test_check_fails_without_closed_block(readme_copy, capsys):
 
 def test_cli_exit_status(readme_copy):
     """The module entry point (what a Makefile target would run) exits 1 on a stale table."""
-    readme_copy.write_text(readme_copy.read_text().replace("0.21 / –", "0.22 / –"))
+    readme_copy.write_text(_edit_cpu_cell(readme_copy.read_text()))
     proc = subprocess.run([sys.executable, "-m", "harness.measure.kernel_table", "--check", str(readme_copy)],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 1 and "kernel table differs" in proc.stderr

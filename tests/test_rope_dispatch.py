@@ -176,10 +176,11 @@ def test_auto_falls_back_to_eager_without_a_compiler(tmp_path):
 
 
 def test_rows_record_the_resolved_impl():
-    """impl='auto' in a row is what ran on the device; explicit names and other params are left alone."""
-    auto = "cpu" if cpu.unavailable() is None else "eager"
-    assert resolved_params({"impl": "auto", "layout": "half"}, "cpu") == {"impl": auto, "layout": "half"}
-    assert resolved_params({"impl": "fastest"}, "cpu") == {"impl": auto}
+    """impl='auto' in a row is what ran on the device (the C kernel with its dispatch level); explicit names
+    and other params are left alone."""
+    auto = {"impl": "cpu", "cpu_isa": cpu.isa()} if cpu.unavailable() is None else {"impl": "eager"}
+    assert resolved_params({"impl": "auto", "layout": "half"}, "cpu") == {**auto, "layout": "half"}
+    assert resolved_params({"impl": "fastest"}, "cpu") == auto
     assert resolved_params({"impl": "complex"}, "cpu") == {"impl": "complex"}
     assert resolved_params({"alpha": 1.0}, "cpu") == {"alpha": 1.0}
 

@@ -169,10 +169,29 @@ def _measure(key, budget_s, device):
                 copy_p50=quantile(tc, 0.5), R=ratio, reps=len(tk), bytes=rope_bytes(q, k, cos, sin))
 
 
+def _cpu_isa():
+    """The C kernel's dispatch level here (harness/rope/cpu.py), or why there is none."""
+    from harness.rope import cpu
+    return cpu.unavailable() or cpu.isa()
+
+
+def _cpuinfo(field):
+    """The first `field` line of /proc/cpuinfo ('' where there is none)."""
+    try:
+        lines = pathlib.Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith(field)), "")
+
+
 def environment(device="cpu"):
     """What a benchmark number depends on, recorded next to it."""
     env = dict(device=platform.processor() or platform.machine(), torch=torch.__version__, threads=THREADS,
                glibc_tunables=os.environ.get("GLIBC_TUNABLES", ""), time=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    if device == "cpu":
+        # the vector extensions the kernel's levels and the measured R depend on
+        flags = [f for f in _cpuinfo("flags").split() if f.startswith(("avx", "f16c", "fma", "amx"))]
+        env.update(cpu=_cpuinfo("model name"), cpu_isa=_cpu_isa(), cpu_flags=" ".join(flags))
     if device == "cuda":
         import triton
         env.update(device=torch.cuda.get_device_name(), cuda=torch.version.cuda, triton=triton.__version__)
@@ -219,7 +238,8 @@ def write_baseline(path=BASELINE, runs=5, keys=GATED, device="cpu"):
                targets={key: target(key.split("/")[0], key.split("/")[1], key.split("/")[4], device)
                         for key in keys},
                # every machine measured so far sets the gate's floors (kernel_gate); this one joins them
-               machines={**old.get("machines", {}), f"{platform.node()} {env['time']}":
+               machines={**old.get("machines", {}),
+                         " ".join(filter(None, (env.get("cpu") or platform.node(), env.get("cpu_isa"), env["time"]))):
                          {key: [max(v)] for key, v in measured.items()}})
     floors(doc)  # a spread of 2x or more over machines is an error now, not a gate that cannot work
     pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -229,7 +249,7 @@ def write_baseline(path=BASELINE, runs=5, keys=GATED, device="cpu"):
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m harness.measure.kernel_bench", description=__doc__.split("\n")[0])
-    p.add_argument("command", choices=["check", "baseline", "report"])
+    p.add_argument("command", choices=["check", "baseline", "report", "decode"])
     p.add_argument("json", nargs="?", help="report: the pytest-benchmark JSON")
     p.add_argument("--baseline", default=str(BASELINE))
     p.add_argument("--runs", type=int)
@@ -243,6 +263,13 @@ def main(argv=None):
         if not a.json:
             p.error("report needs the pytest-benchmark JSON path")
         report(a.json)
+    elif a.command == "decode":  # time per call of the one-token rotation (harness/measure/kernel_decode.py)
+        from harness.measure import kernel_decode
+        path = f"results/baselines/decode-{a.device}.json"
+        doc = kernel_decode.write(path, a.runs or 5, a.device, measure, environment)
+        for key, us in doc["us"].items():
+            print(f"{key:45s} {us:8.1f} us per call  (R {doc['R_median'][key]:.3f})")
+        print(f"wrote {path}")
     elif a.command == "baseline":
         keys = gpu_keys() if a.device == "cuda" else GATED
         doc = write_baseline(a.baseline, a.runs or 5, keys, a.device)

@@ -4,7 +4,8 @@
 `<!-- kernel-table: PATH -->` and `<!-- /kernel-table -->` (PATH relative to the README's folder) from
 `table(PATH)`; `--check` (tests, CI) exits 1 when the README differs, `--write` rewrites it, no flag prints them.
 A baseline JSON (harness.measure.kernel_bench baseline) holds meta, R[key] (the statistic meta names, over
-runs[key]) and, for the gate, machines; key = provider/mode/layout/dtype/shape.
+runs[key]) and, for the gate, machines; key = provider/mode/layout/dtype/shape. A decode JSON
+(harness/measure/kernel_decode.py) holds us[key], microseconds per call, in place of R: lower is better there.
 """
 import argparse
 import json
@@ -42,29 +43,35 @@ def _caption(meta, shape, name):
     if "cuda" in meta:
         where = f"GPU, {meta['device']}"
     else:
-        where = f"CPU, {meta['threads']} thread{'' if meta['threads'] == 1 else 's'}"
+        cpu = f" ({meta['cpu']}, C kernel level {meta['cpu_isa']})" if meta.get("cpu_isa") else ""
+        where = f"CPU{cpu}, {meta['threads']} thread{'' if meta['threads'] == 1 else 's'}"
     return f"{where}, {_shape(shape)} (`{name}`, {stat}, {date}):"
 
 
+def _metric(doc):
+    """'R' (higher is better) or 'us' (time per call, lower is better): what the JSON's cells hold."""
+    return "us" if "us" in doc else "R"
+
+
 def _check_statistic(doc):
-    """ValueError where R is not meta's statistic of runs: the caption would misstate the cells."""
+    """ValueError where R (or us) is not meta's statistic of runs: the caption would misstate the cells."""
     fn = STATISTICS.get(doc["meta"]["statistic"])
     if fn is None:
         raise ValueError(f"unknown statistic {doc['meta']['statistic']!r}; known: {sorted(STATISTICS)}")
-    for key, r in doc["R"].items():
+    for key, r in doc[_metric(doc)].items():
         runs = doc.get("runs", {}).get(key)
         if runs is None or len(runs) != doc["meta"]["runs"] or not math.isclose(fn(runs), r, rel_tol=1e-12):
             raise ValueError(f"{key}: R {r} is not the {doc['meta']['statistic']} ({doc['meta']['runs']}) of {runs}")
 
 
-def _cell(fwd, bwd, best):
-    """'fwd / bwd' with 2 decimals, '–' for a mode not measured, '' for neither; the row's best in bold."""
-    if fwd is None and bwd is None:
+def _cell(vals, best, fmt):
+    """'fwd / bwd' (or one mode) formatted, '–' for a mode not measured, '' for none; the row's best in bold."""
+    if all(v is None for v in vals):
         return ""
-    parts = ["–" if v is None else f"{v:.2f}" for v in (fwd, bwd)]
-    bold = [v is not None and best[i] is not None and f"{v:.2f}" == best[i] for i, v in enumerate((fwd, bwd))]
+    parts = ["–" if v is None else fmt(v) for v in vals]
+    bold = [v is not None and best[i] is not None and fmt(v) == best[i] for i, v in enumerate(vals)]
     if all(bold):
-        return f"**{parts[0]} / {parts[1]}**"
+        return "**" + " / ".join(parts) + "**"
     return " / ".join(f"**{p}**" if b else p for p, b in zip(parts, bold))
 
 
@@ -73,26 +80,30 @@ def table(json_path, name=None):
     baseline at json_path; name is the path the caption shows (json_path as given by default)."""
     doc = json.loads(pathlib.Path(json_path).read_text())
     _check_statistic(doc)
-    r = {tuple(k.split("/")): v for k, v in doc["R"].items()}
+    metric = _metric(doc)
+    fmt, pick = ((lambda v: f"{v:.2f}"), max) if metric == "R" else ((lambda v: f"{v:.0f}"), min)
+    r = {tuple(k.split("/")): v for k, v in doc[metric].items()}
+    modes = [m for m in ("fwd", "bwd") if any(k[1] == m for k in r)]
     shapes = sorted({k[4] for k in r})
     if len(shapes) != 1:
         raise ValueError(f"{json_path}: one shape per table, found {shapes}")
     provs = [p for p in PROVIDERS if any(k[0] == p for k in r)] + sorted({k[0] for k in r} - set(PROVIDERS))
     dtypes = [d for d in DTYPES if any(k[3] == d for k in r)] + sorted({k[3] for k in r} - set(DTYPES))
     layouts = [x for x in LAYOUTS if any(k[2] == x for k in r)] + sorted({k[2] for k in r} - set(LAYOUTS))
-    lines = ["| fwd / bwd R | " + " | ".join(LABELS.get(p, p) for p in provs) + " |", "|---" * (len(provs) + 1) + "|"]
+    head = f"{' / '.join(modes)} {'R' if metric == 'R' else 'µs per call'}"
+    lines = [f"| {head} | " + " | ".join(LABELS.get(p, p) for p in provs) + " |", "|---" * (len(provs) + 1) + "|"]
     for dtype in dtypes:
         for layout in layouts:
-            vals = {p: [r.get((p, m, layout, dtype, shapes[0])) for m in ("fwd", "bwd")] for p in provs}
+            vals = {p: [r.get((p, m, layout, dtype, shapes[0])) for m in modes] for p in provs}
             if all(v is None for pair in vals.values() for v in pair):
                 continue
             measured = [p for p in provs if any(v is not None for v in vals[p])]
-            best = [None, None]
+            best = [None] * len(modes)
             if len(measured) > 1:
-                for i in (0, 1):
+                for i in range(len(modes)):
                     seen = [vals[p][i] for p in provs if vals[p][i] is not None]
-                    best[i] = f"{max(seen):.2f}" if seen else None
-            cells = [f"{DTYPES.get(dtype, dtype)}, {layout}"] + [_cell(*vals[p], best) for p in provs]
+                    best[i] = fmt(pick(seen)) if seen else None
+            cells = [f"{DTYPES.get(dtype, dtype)}, {layout}"] + [_cell(vals[p], best, fmt) for p in provs]
             lines.append("|" + "|".join(f" {c} " if c else " " for c in cells) + "|")
     return _caption(doc["meta"], shapes[0], json_path if name is None else name) + "\n\n" + "\n".join(lines)
 

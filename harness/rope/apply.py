@@ -7,7 +7,8 @@ Kernel modules are imported at first call only (importing harness compiles nothi
 
 Where the C kernel cannot be built or loaded (no compiler, macOS without OpenMP, not x86), `auto` on
 CPU falls back to FALLBACK, says so once per process on stderr, and rows record the name that ran
-(`resolved_params`); asking for impl='cpu' there fails with the reason and the valid choices.
+(`resolved_params`, with the kernel's dispatch level `cpu_isa` where it ran); asking for impl='cpu' there
+fails with the reason and the valid choices.
 """
 import importlib
 import importlib.util
@@ -81,9 +82,12 @@ def resolved(impl, device):
 
 
 def resolved_params(params, device):
-    """An encoding's parameters as a row records them: impl='auto' replaced by the name that ran on device."""
+    """An encoding's parameters as a row records them: impl='auto' replaced by the name that ran on device,
+    and where that is the C kernel, its dispatch level (`cpu_isa`: the portable level is the slow path)."""
     if params.get("impl") in AUTO:
-        return {**params, "impl": resolved(params["impl"], device)}
+        params = {**params, "impl": resolved(params["impl"], device)}
+    if params.get("impl") == "cpu":
+        params = {**params, "cpu_isa": importlib.import_module("harness.rope.cpu").isa()}
     return params
 
 

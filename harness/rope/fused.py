@@ -27,6 +27,8 @@ def _backend(name):
 
 def _as4d(t):
     """(..., T, D) -> a (B, H, T, D) view (never a copy)."""
+    if t.dim() == 4:
+        return t
     if t.dim() < 2:
         raise ValueError(f"rope input must be (..., T, D), got shape {tuple(t.shape)}")
     if t.dim() <= 4:
@@ -40,6 +42,8 @@ def _as4d(t):
 
 def table(cos, t, math_dtype):
     """cos/sin (T, R/2), (1, R/2), (R/2,) or with leading 1s -> a (T, R/2) view in math_dtype."""
+    if cos.dim() == 2 and cos.shape[0] == t and cos.dtype == math_dtype and cos.stride(-1) == 1:
+        return cos  # the common case, as rotary_table makes it: nothing to do (decode calls are ~30 us)
     lead = cos.shape[:-2]
     if any(n != 1 for n in lead):
         raise ValueError(f"fused rope kernels take a table broadcastable to (T, R/2); got {tuple(cos.shape)} "
@@ -51,14 +55,20 @@ def table(cos, t, math_dtype):
     return c if c.stride(-1) == 1 else c.contiguous()  # the table is small; q/k are never copied
 
 
+def _run(launch, interleaved, sign, inplace, cos, sin, xs):
+    """The outputs (xs themselves when inplace) after one launch."""
+    outs = xs if inplace else tuple(torch.empty_like(x) if x.dim() <= 4 else torch.empty(
+        x.shape, dtype=x.dtype, device=x.device) for x in xs)
+    launch(tuple(map(_as4d, xs)), tuple(map(_as4d, outs)), cos, sin, interleaved=interleaved, sign=sign)
+    return outs
+
+
 class _Rotate(torch.autograd.Function):
     """outs = R(sign * phase) xs; backward applies R(-sign * phase) with the same kernel."""
 
     @staticmethod
     def forward(ctx, launch, interleaved, sign, inplace, cos, sin, *xs):
-        outs = xs if inplace else tuple(torch.empty_like(x) if x.dim() <= 4 else torch.empty(
-            x.shape, dtype=x.dtype, device=x.device) for x in xs)
-        launch(tuple(map(_as4d, xs)), tuple(map(_as4d, outs)), cos, sin, interleaved=interleaved, sign=sign)
+        outs = _run(launch, interleaved, sign, inplace, cos, sin, xs)
         if inplace:
             ctx.mark_dirty(*xs)
         ctx.launch, ctx.interleaved, ctx.sign = launch, interleaved, sign
@@ -85,4 +95,6 @@ def rotate(backend, xs, cos, sin, layout="half", *, inplace=False):
     math_dtype = torch.float64 if xs[0].dtype == torch.float64 else torch.float32
     t = xs[0].shape[-2]
     c, s = table(cos, t, math_dtype), table(sin, t, math_dtype)
+    if not (torch.is_grad_enabled() and any(x.requires_grad for x in xs)):  # inference (decode): no autograd node
+        return _run(_backend(backend), layout == "interleaved", 1.0, inplace, c, s, xs)
     return _Rotate.apply(_backend(backend), layout == "interleaved", 1.0, inplace, c, s, *xs)
