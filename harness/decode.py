@@ -4,7 +4,10 @@ the new positions only: `embed(x, pos)` and `rotate(q, k, pos)` on the new token
 for the new queries against every cached key. Whatever an encoding computes from absolute positions must
 therefore not depend on how many positions one call holds; `tests/test_decode.py` checks, for every registered
 encoding, that decoding gives the logits of one full forward (the x-transformers bugs #242 and #70 were ALiBi and
-absolute PEs wrong with cached memories). Softmax attention only; the SDPA path (no FlexAttention)."""
+absolute PEs wrong with cached memories). Softmax attention only (an encoding's own normalizer, `normalize`,
+included); the SDPA path (no FlexAttention)."""
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -50,6 +53,9 @@ def _block(block, x, encoding, pos, keys_pos, cache, i):
     bias = enc.bias(q, pos, keys_pos)  # (H|B,H, T, Tc) or None
     mask = torch.zeros(visible.shape, dtype=q.dtype, device=q.device) if bias is None else bias.to(q.dtype)
     mask = mask.masked_fill(~visible, float("-inf"))
+    if enc.replaces_softmax:  # the normalizer sees the new queries' rows over every cached key, own key last
+        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + mask
+        return block.out(x, enc.normalize(scores).to(v.dtype) @ v)
     y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.expand(B, *mask.shape[-3:]) if mask.dim() >= 3
                                        else mask)
     return block.out(x, y)

@@ -33,6 +33,8 @@ def unsupported(encoding):
     """Why one layer's encoding has no bias of i - j alone (SDPA then), or None when it has one."""
     if not encoding.has_bias:
         return "it adds no score bias"
+    if encoding.replaces_softmax:
+        return "it replaces softmax by its own normalizer (FlexAttention is a softmax kernel)"
     if encoding.content_bias:
         return "its bias reads q (content_bias), not positions alone"
     if not encoding.relative or encoding.shift_unit != 1:

@@ -147,7 +147,9 @@ class Block(nn.Module):
             y = linear_attention(*self.heads(x), encoding.at(self.layer), pos)
         else:  # a bias of i - j alone as an (H, T) table in FlexAttention where this call can, else SDPA
             enc, q, k, v = self.rotated(x, encoding, pos)
-            if self.attention_impl != "sdpa" and flex.runs(self.attention_impl, q, pos):
+            if enc.replaces_softmax:  # sigmoid, stick-breaking: the (B, H, T, T) weights are materialized
+                y = enc.normalize(attention_logits(q, k, enc.bias(q, pos, pos))).to(v.dtype) @ v
+            elif self.attention_impl != "sdpa" and flex.runs(self.attention_impl, q, pos):
                 y = flex.attention(q, k, v, enc, pos)
             else:
                 y = softmax_attention(q, k, v, enc.bias(q, pos, pos))
@@ -177,6 +179,9 @@ class Transformer(nn.Module):
         if attention == "linear" and any(encoding.at(i).has_bias for i in range(encoding.period)):
             raise ValueError(f"encoding {encoding.name!r} adds an attention-score bias, which linear "
                              f"attention cannot take; use attention=softmax or a bias-free encoding")
+        if attention == "linear" and any(encoding.at(i).replaces_softmax for i in range(encoding.period)):
+            raise ValueError(f"encoding {encoding.name!r} replaces softmax by its own normalizer, which linear "
+                             f"attention has none of; use attention=softmax")
         if attention == "linear" and attention_impl == "flex":
             raise ValueError("model.attention_impl='flex' needs attention=softmax (FlexAttention is a softmax "
                              "kernel); use model.attention_impl=auto or sdpa")

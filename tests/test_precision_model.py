@@ -100,8 +100,9 @@ def test_report_precision_section_from_rows(run, tmp_path):
 
 
 def test_the_bias_study_takes_the_encodings_whose_positions_are_a_bias_alone():
-    """Shaw's bias reads q, and RoPE with a bias (rope_alibi, rope_bias) also rotates: both are left out."""
-    assert bias_encodings() == ("alibi", "fire", "kerple_log", "kerple_power", "t5")
+    """Shaw's bias reads q, and RoPE with a bias (rope_alibi, rope_bias) also rotates: both are left out.
+    sigmoid_alibi is in: its normalizer is not softmax, but its positions are ALiBi's bias alone."""
+    assert bias_encodings() == ("alibi", "fire", "kerple_log", "kerple_power", "sigmoid_alibi", "t5")
 
 
 def test_precision_group_selects_a_pipeline():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from harness.claims import costs, maths, trained, trained_compare, trained_layers
+from harness.claims import costs, maths, trained, trained_compare, trained_layers, trained_normalizers
 from harness.claims.table import Claim, write
 
 CLAIM = "python -m harness.claims --only"
@@ -73,6 +73,15 @@ CLAIMS = [
           "argument that low frequencies are semantic channels not robust over long contexts",
           f"make sweep SWEEP=prope && {SWEEP_DEFAULT}{CLAIM} 17", trained_layers.prope_vs_rope,
           trained_layers.prope_vs_rope_rule),
+    Claim(18, "Stick-breaking attention needs no positional encoding: it matches softmax with RoPE at the train "
+              "length and extrapolates better.",
+          "Tan et al. 2024, Scaling Stick-Breaking Attention (arXiv 2410.17980): no position embedding, length "
+          "extrapolation against softmax + RoPE", f"{SWEEP_DEFAULT}{CLAIM} 18",
+          trained_normalizers.stick_breaking_vs_rope, trained_normalizers.stick_breaking_vs_rope_rule),
+    Claim(19, "Sigmoid attention (b = -log n) with ALiBi matches softmax attention with ALiBi.",
+          "Ramapuram et al., ICLR 2025 (arXiv 2409.04431): SigmoidAttn matches softmax in language modelling; "
+          "apple/ml-sigmoid-attention", f"{SWEEP_DEFAULT}{CLAIM} 19", trained_normalizers.sigmoid_vs_softmax,
+          trained_normalizers.sigmoid_vs_softmax_rule),
 ]
 
 

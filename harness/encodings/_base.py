@@ -1,9 +1,11 @@
 """The encoding contract (DESIGN.md §2)."""
+import torch
 from torch import nn
 
 
 class Encoding(nn.Module):
-    """A positional encoding acts at up to three fixed points of the model; defaults do nothing.
+    """A positional encoding acts at up to four fixed points of the model; defaults do nothing (softmax for the
+    fourth, the normalizer).
 
     Positions are a 1-D integer tensor (T,) shared by the batch; the runner may randomize them.
     """
@@ -32,6 +34,18 @@ class Encoding(nn.Module):
         """Additive score bias (H, Tq, Tk) or (B, H, Tq, Tk), or None. q (B, H, Tq, D) is given for
         encodings whose bias depends on content (Shaw's q . R^K term)."""
         return None
+
+    def normalize(self, scores):
+        """scores (B, H, Tq, Tk): q k^T / sqrt(D) + bias, -inf where a key is not visible; a query's own key is
+        the last visible key of its row (the diagonal of a full forward, the newest key when decoding with a
+        cache) -> attention weights, same shape. Softmax unless an encoding replaces it (sigmoid attention,
+        stick-breaking), in which case attention runs on these materialized weights (`replaces_softmax`)."""
+        return torch.softmax(scores, -1)
+
+    @property
+    def replaces_softmax(self):
+        """True when normalize() is not softmax: no SDPA or FlexAttention kernel, no linear attention."""
+        return type(self).normalize is not Encoding.normalize
 
     def per_positions(self, pos, dtype, make):
         """make() -> tensors, computed once per positions tensor and dtype: every block of a forward

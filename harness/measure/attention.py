@@ -38,7 +38,8 @@ def check(model):
 def materialized_forward(model, idx, pos=None, visit=None):
     """The model's forward with explicit softmax probabilities: logits (B, T, vocab) for idx (B, T) at
     positions pos (T,) (default 0..T-1); visit(layer, A) is called with each layer's A (B, H, T, T), fp32,
-    rows summing to 1 and 0 above the diagonal, before the next layer is computed (one layer in memory)."""
+    rows summing to 1 (softmax; an encoding's own normalizer, e.g. sigmoid attention, need not) and 0 above the
+    diagonal, before the next layer is computed (one layer in memory)."""
     check(model)
     pos = torch.arange(idx.shape[1], device=idx.device) if pos is None else pos
     enc = model.encoding
@@ -46,7 +47,7 @@ def materialized_forward(model, idx, pos=None, visit=None):
         x = enc.embed(model.tok(idx), pos)  # (B, T, C)
         for layer, block in enumerate(model.blocks):
             q, k, v, bias = block.encoded(x, enc, pos)  # (B, H, T, D) each; bias (H|B,H, T, T) or None
-            A = attention_logits(q, k, bias).float().softmax(-1)  # (B, H, T, T)
+            A = enc.at(block.layer).normalize(attention_logits(q, k, bias).float())  # (B, H, T, T), softmax or own
             if visit is not None:
                 visit(layer, A)
             x = block.out(x, A.to(v.dtype) @ v)
