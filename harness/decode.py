@@ -53,7 +53,7 @@ def _block(block, x, encoding, pos, keys_pos, cache, i):
     bias = enc.bias(q, pos, keys_pos)  # (H|B,H, T, Tc) or None
     mask = torch.zeros(visible.shape, dtype=q.dtype, device=q.device) if bias is None else bias.to(q.dtype)
     mask = mask.masked_fill(~visible, float("-inf"))
-    if enc.replaces_softmax:  # the normalizer sees the new queries' rows over every cached key, own key last
+    if enc.replaces_softmax:  # the new queries' rows over every cached key; their own keys are the last T
         scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + mask
         return block.out(x, enc.normalize(scores).to(v.dtype) @ v)
     y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.expand(B, *mask.shape[-3:]) if mask.dim() >= 3

@@ -81,9 +81,14 @@ def authors_stickbreaking(q, k, v):
 
 
 def test_stick_breaking_matches_the_authors_reference():
-    q, k, v = qkv(T=16)
+    q, k, v = (t.requires_grad_() for t in qkv(T=16))
     weights = StickBreaking().normalize(attention_logits(q, k, None))
-    torch.testing.assert_close(weights.double() @ v, authors_stickbreaking(q, k, v), rtol=1e-5, atol=1e-6)
+    ours, want = weights.double() @ v, authors_stickbreaking(q, k, v)
+    torch.testing.assert_close(ours, want, rtol=1e-5, atol=1e-6)
+    up = torch.randn(ours.shape, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    for a, b in zip(torch.autograd.grad(ours, (q, k, v), up), torch.autograd.grad(want, (q, k, v), up)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)  # the backward too (training runs through it)
+    weights = weights.detach()
     torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]), rtol=0, atol=1e-6)
     assert (weights.triu(1) == 0).all()
 

@@ -36,9 +36,9 @@ class Encoding(nn.Module):
         return None
 
     def normalize(self, scores):
-        """scores (B, H, Tq, Tk): q k^T / sqrt(D) + bias, -inf where a key is not visible; a query's own key is
-        the last visible key of its row (the diagonal of a full forward, the newest key when decoding with a
-        cache) -> attention weights, same shape. Softmax unless an encoding replaces it (sigmoid attention,
+        """scores (B, H, Tq, Tk): q k^T / sqrt(D) + bias, -inf where a key is not visible; query row r's own key
+        is key r + Tk - Tq (the diagonal of a full forward, the newest keys when decoding with a cache) ->
+        attention weights, same shape. Softmax unless an encoding replaces it (sigmoid attention,
         stick-breaking), in which case attention runs on these materialized weights (`replaces_softmax`)."""
         return torch.softmax(scores, -1)
 

@@ -9,7 +9,7 @@ computed in log space as exp(logsigmoid(z_ij) + Σ_{j<k<i} logsigmoid(−z_ik)) 
 keys: the authors' reference `stickbreaking` (shawntan/stickbreaking-attention, stickbreaking_attention/sb_ref.py)
 with its test's default `attend_current=False` (tests/test_attn.py, ref_fwd), where the query's own key is not
 scored and the stick left over, 1 − Σ_j A_ij, goes to the query's own value (`o + rem * v`). Here that remainder
-is the weight of the own key (the last visible key of the row), so attention is weights @ v as for any
+is the weight of the own key (key r + Tk − Tq of query row r), so attention is weights @ v as for any
 normalizer. O(T²) in memory like the reference; no fused kernel here. Weights depend on the order of the
 visible keys only: relative."""
 import torch
@@ -24,15 +24,17 @@ class StickBreaking(Encoding):
     relative = True
 
     def normalize(self, scores):
-        """scores (B, H, Tq, Tk), -inf where masked -> stick-breaking weights in fp32, each row summing to 1."""
+        """scores (B, H, Tq, Tk), -inf where masked -> stick-breaking weights in fp32, each row summing to 1.
+        The own key of query row r is key r + Tk - Tq (the diagonal of a full forward, the newest keys when
+        decoding with a cache). Masked keys need no mask of their own: log(1 - σ(-inf)) = 0 leaves the product
+        alone and σ(-inf) = 0 scores them 0. One transcendental per element besides the final exp:
+        log(1 - σ(z)) = -softplus(z) and log σ(z) = z + log(1 - σ(z))."""
         z = scores.float()
-        col = torch.arange(z.shape[-1], device=z.device)
-        visible = z > float("-inf")
-        own = torch.where(visible, col, -1).amax(-1, keepdim=True)  # (B, H, Tq, 1): the query's own key
-        past = visible & (col < own)
-        log_z = F.logsigmoid(z).masked_fill(~past, float("-inf"))
-        log_beta = F.logsigmoid(-z).masked_fill(~past, 0.0)
-        after = log_beta.flip(-1).cumsum(-1).flip(-1) - log_beta  # Σ_{k>j} log(1 − σ(z_ik)), keys k < own only
-        att = torch.exp(log_z + after)
-        rest = 1.0 - att.sum(-1, keepdim=True)
-        return att + rest * (col == own)
+        tq, tk = z.shape[-2:]
+        log_beta = F.softplus(z).neg_()  # (B, H, Tq, Tk) log(1 - σ(z_ik)); 0 at masked keys
+        log_beta.diagonal(tk - tq, -2, -1).zero_()  # the own key is not in any product
+        after = log_beta.flip(-1).cumsum(-1).flip(-1).sub_(log_beta)  # Σ_{k>j} log(1 - σ(z_ik))
+        log_z = log_beta.add_(z)  # log σ(z_ij), -inf at masked keys (log_beta's storage, no longer needed)
+        log_z.diagonal(tk - tq, -2, -1).fill_(float("-inf"))  # the own key gets the rest of the stick below
+        att = log_z.add_(after).exp_()  # exp_ keeps its output for the backward: the diagonal is set out of place
+        return torch.diagonal_scatter(att, 1.0 - att.sum(-1), tk - tq, -2, -1)
