@@ -1,8 +1,8 @@
 """KV-cache decoding: a prefill, then tokens one (or a few) at a time, each attending to the cached keys and
 values instead of rerunning the prefix. The encoding's hooks are called exactly as in a full forward but with
-the new positions only: `embed(x, pos)` and `rotate(q, k, pos)` on the new tokens, `bias(q, pos, cached_pos)`
-for the new queries against every cached key. Whatever an encoding computes from absolute positions must
-therefore not depend on how many positions one call holds; `tests/test_decode.py` checks, for every registered
+the new positions only: `embed(x, pos)` and `rotate(q, k, pos)` on the new tokens, `scores_bias(q, k, pos,
+cached_pos)` for the new queries against every cached key. Whatever an encoding computes from absolute positions
+must therefore not depend on how many positions one call holds; `tests/test_decode.py` checks, for every registered
 encoding, that decoding gives the logits of one full forward (the x-transformers bugs #242 and #70 were ALiBi and
 absolute PEs wrong with cached memories). Softmax attention only (an encoding's own normalizer, `normalize`,
 included); the SDPA path (no FlexAttention)."""
@@ -50,7 +50,7 @@ def _block(block, x, encoding, pos, keys_pos, cache, i):
         k, v = torch.cat((cache.k[i], k), 2), torch.cat((cache.v[i], v), 2)
     cache.k[i], cache.v[i] = k, v
     visible = keys_pos[None, :] <= pos[:, None]  # (T, Tc): causal by position, not by index
-    bias = enc.bias(q, pos, keys_pos)  # (H|B,H, T, Tc) or None
+    bias = enc.scores_bias(q, k, pos, keys_pos)  # (H|B,H, T, Tc) or None
     mask = torch.zeros(visible.shape, dtype=q.dtype, device=q.device) if bias is None else bias.to(q.dtype)
     mask = mask.masked_fill(~visible, float("-inf"))
     if enc.replaces_softmax:  # the new queries' rows over every cached key; their own keys are the last T

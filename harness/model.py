@@ -133,7 +133,7 @@ class Block(nn.Module):
     def encoded(self, x, encoding, pos):
         """The softmax path's inputs: rotated q, k, then v and the encoding's bias (or None)."""
         encoding, q, k, v = self.rotated(x, encoding, pos)
-        return q, k, v, encoding.bias(q, pos, pos)
+        return q, k, v, encoding.scores_bias(q, k, pos, pos)
 
     def logits(self, x, encoding, pos):
         """(B, H, T, T) pre-softmax attention scores of this block for input x, -inf above the diagonal."""
@@ -148,11 +148,11 @@ class Block(nn.Module):
         else:  # a bias of i - j alone as an (H, T) table in FlexAttention where this call can, else SDPA
             enc, q, k, v = self.rotated(x, encoding, pos)
             if enc.replaces_softmax:  # sigmoid, stick-breaking: the (B, H, T, T) weights are materialized
-                y = enc.normalize(attention_logits(q, k, enc.bias(q, pos, pos))).to(v.dtype) @ v
+                y = enc.normalize(attention_logits(q, k, enc.scores_bias(q, k, pos, pos))).to(v.dtype) @ v
             elif self.attention_impl != "sdpa" and flex.runs(self.attention_impl, q, pos):
                 y = flex.attention(q, k, v, enc, pos)
             else:
-                y = softmax_attention(q, k, v, enc.bias(q, pos, pos))
+                y = softmax_attention(q, k, v, enc.scores_bias(q, k, pos, pos))
         return self.out(x, y)
 
     def out(self, x, y):

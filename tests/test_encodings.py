@@ -26,7 +26,7 @@ def logits(enc, q, k, pos, layer=0):
     diagonal: the model's own attention_logits on the hooks of enc.at(layer). (B, H, T, T)"""
     enc = enc.at(layer)
     rq, rk = enc.rotate(q, k, pos)
-    return attention_logits(rq, rk, enc.bias(rq, pos, pos))
+    return attention_logits(rq, rk, enc.scores_bias(rq, rk, pos, pos))
 
 
 def layers(enc):

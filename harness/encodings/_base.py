@@ -35,6 +35,12 @@ class Encoding(nn.Module):
         encodings whose bias depends on content (Shaw's q . R^K term)."""
         return None
 
+    def scores_bias(self, q, k, q_pos, k_pos):
+        """The bias the model adds to q k^T / sqrt(D): bias(q, q_pos, k_pos), unless an encoding's bias also
+        reads the keys k (B, H, Tk, D) (CoPE's gates σ(q·k)), which then overrides this. The model and KV-cache
+        decoding call this; bias() stays the positions-only view (FlexAttention tables, the bias precision study)."""
+        return self.bias(q, q_pos, k_pos)
+
     def normalize(self, scores):
         """scores (B, H, Tq, Tk): q k^T / sqrt(D) + bias, -inf where a key is not visible; query row r's own key
         is key r + Tk - Tq (the diagonal of a full forward, the newest keys when decoding with a cache) ->
@@ -73,7 +79,7 @@ class Encoding(nn.Module):
     @property
     def has_bias(self):
         """True when this encoding adds a score bias, which linear attention cannot take."""
-        return type(self).bias is not Encoding.bias
+        return type(self).bias is not Encoding.bias or type(self).scores_bias is not Encoding.scores_bias
 
     @property
     def bias_only(self):

@@ -26,10 +26,22 @@ class Windowed(Encoding):
 
     def bias(self, q, q_pos, k_pos):
         """inner's bias (or none) + (1, Tq, Tk) -inf beyond the window."""
+        return self._windowed(q, q_pos, k_pos, self.inner.bias(q, q_pos, k_pos))
+
+    def scores_bias(self, q, k, q_pos, k_pos):
+        return self._windowed(q, q_pos, k_pos, self.inner.scores_bias(q, k, q_pos, k_pos))
+
+    def _windowed(self, q, q_pos, k_pos, inner):
         far = (q_pos[:, None] - k_pos[None, :]) >= self.window  # (Tq, Tk)
         mask = torch.zeros(far.shape, dtype=q.dtype, device=q.device).masked_fill(far, float("-inf"))[None]
-        inner = self.inner.bias(q, q_pos, k_pos)
         return mask if inner is None else inner + mask
+
+    def normalize(self, scores):
+        return self.inner.normalize(scores)
+
+    @property
+    def replaces_softmax(self):
+        return self.inner.replaces_softmax  # a wrapper passes the inner's normalizer on, softmax included
 
     def end_forward(self):
         self.inner.end_forward()
@@ -94,6 +106,16 @@ class L2Normed(Encoding):
 
     def bias(self, q, q_pos, k_pos):
         return self.inner.bias(q, q_pos, k_pos)
+
+    def scores_bias(self, q, k, q_pos, k_pos):
+        return self.inner.scores_bias(q, k, q_pos, k_pos)
+
+    def normalize(self, scores):
+        return self.inner.normalize(scores)
+
+    @property
+    def replaces_softmax(self):
+        return self.inner.replaces_softmax  # a wrapper passes the inner's normalizer on, softmax included
 
     def end_forward(self):
         self.inner.end_forward()
