@@ -79,6 +79,13 @@ def stdout_line(procs, pattern):
 
 # --- setups -------------------------------------------------------------------------------------------
 
+def kernel_level(level):
+    """setup: this case's commands run with HARNESS_ROPE_ISA=level (its own env; the other cases' is untouched)."""
+    def setup(ctx):
+        ctx.env = {**ctx.env, "HARNESS_ROPE_ISA": level}
+    return setup
+
+
 def truncate_rows(ctx):
     with_base(ctx)
     rows = ctx.run / "rows.parquet"
@@ -339,6 +346,8 @@ CASES = [
     # the run-dir lock
     Case("two identical runs at once", harness(), line=r"^ok ", stream="out", copies=2, rows="base",
          check=one_trains),
+    Case("unknown C kernel level (HARNESS_ROPE_ISA)", harness(), rc=2, setup=kernel_level("avx512"),
+         line=r"^harness: error: HARNESS_ROPE_ISA='avx512': unknown level; choose one of \['generic', 'avx2'\]$"),
     Case("stale lock (dead pid on this host)", harness(), line=r"taking over the stale lock of pid \d+",
          setup=stale_lock, rows="base", check=finished_ok),
 ]

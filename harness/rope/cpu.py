@@ -107,13 +107,15 @@ def isa():
     for an unknown level or one this CPU lacks; Unavailable where there is no kernel."""
     if _ISA:
         return _ISA[0]
+    want = os.environ.get("HARNESS_ROPE_ISA")
+    if want is not None and want not in ISAS:  # checked before any build: no compiler needed to say so
+        raise ValueError(f"HARNESS_ROPE_ISA={want!r}: unknown level; choose one of {list(ISAS)}")
     best = ISAS[library().rope_isa_supported()]
-    want = os.environ.get("HARNESS_ROPE_ISA", best)
-    if want not in ISAS[:ISAS.index(best) + 1]:
-        raise ValueError(f"HARNESS_ROPE_ISA={want!r}: this CPU runs {list(ISAS[:ISAS.index(best) + 1])}"
-                         + ("" if want in ISAS else f" of {list(ISAS)}"))
-    _ISA.append(want)
-    return want
+    runnable = list(ISAS[:ISAS.index(best) + 1])
+    if want is not None and want not in runnable:
+        raise ValueError(f"HARNESS_ROPE_ISA={want!r}: this CPU runs only {runnable}")
+    _ISA.append(want or best)
+    return _ISA[0]
 
 
 def _kernel(dtype):
