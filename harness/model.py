@@ -1,4 +1,4 @@
-"""A small decoder-only transformer (nanoGPT's shape) that calls the encoding's three hooks at fixed places."""
+"""A small decoder-only transformer (nanoGPT's shape) that calls the encoding's hooks at fixed places."""
 import math
 
 import torch
