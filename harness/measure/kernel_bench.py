@@ -198,13 +198,18 @@ def environment(device="cpu"):
     return env
 
 
-def best_of(keys, runs, budget_s=0.5, device="cpu"):
-    """{key: [R of each run]}; runs interleave the keys so a noisy minute hits all of them."""
+def measured_runs(keys, runs, budget_s=0.5, device="cpu"):
+    """{key: [measure() of each run]}; runs interleave the keys so a noisy minute hits all of them."""
     out = {key: [] for key in keys}
     for _ in range(runs):
         for key in keys:
-            out[key].append(measure(key, budget_s=budget_s, device=device)["R"])
+            out[key].append(measure(key, budget_s=budget_s, device=device))
     return out
+
+
+def best_of(keys, runs, budget_s=0.5, device="cpu"):
+    """{key: [R of each run]} (measured_runs)."""
+    return {key: [m["R"] for m in ms] for key, ms in measured_runs(keys, runs, budget_s, device).items()}
 
 
 def check(path=BASELINE, runs=5, keys=None):
@@ -227,6 +232,11 @@ def gpu_keys():
             for dt in ("bfloat16", "float32") if lay in external_rope.LAYOUTS.get(p, (lay,))]
 
 
+def _machine_name(env):
+    """The machines entry a baseline run adds: CPU model (else host name), kernel level, time."""
+    return " ".join(filter(None, (env.get("cpu") or platform.node(), env.get("cpu_isa"), env["time"])))
+
+
 def write_baseline(path=BASELINE, runs=5, keys=GATED, device="cpu"):
     """Baseline = median R of `runs` runs per gated key, with the environment it was measured in."""
     measured = best_of(keys, runs, device=device)
@@ -238,8 +248,7 @@ def write_baseline(path=BASELINE, runs=5, keys=GATED, device="cpu"):
                targets={key: target(key.split("/")[0], key.split("/")[1], key.split("/")[4], device)
                         for key in keys},
                # every machine measured so far sets the gate's floors (kernel_gate); this one joins them
-               machines={**old.get("machines", {}),
-                         " ".join(filter(None, (env.get("cpu") or platform.node(), env.get("cpu_isa"), env["time"]))):
+               machines={**old.get("machines", {}), _machine_name(env):
                          {key: [max(v)] for key, v in measured.items()}})
     floors(doc)  # a spread of 2x or more over machines is an error now, not a gate that cannot work
     pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -266,7 +275,7 @@ def main(argv=None):
     elif a.command == "decode":  # time per call of the one-token rotation (harness/measure/kernel_decode.py)
         from harness.measure import kernel_decode
         path = f"results/baselines/decode-{a.device}.json"
-        doc = kernel_decode.write(path, a.runs or 5, a.device, measure, environment)
+        doc = kernel_decode.write(path, a.runs or 5, a.device, measured_runs, environment)
         for key, us in doc["us"].items():
             print(f"{key:45s} {us:8.1f} us per call  (R {doc['R_median'][key]:.3f})")
         print(f"wrote {path}")

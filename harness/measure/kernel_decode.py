@@ -20,6 +20,7 @@ import torch
 
 from harness.measure import external_rope
 
+
 def keys(device="cpu"):
     """provider/fwd/layout/dtype/decode for every provider that runs on device, both layouts it does."""
     fused = "cpu" if device == "cpu" else "triton"
@@ -29,17 +30,13 @@ def keys(device="cpu"):
             if lay in external_rope.LAYOUTS.get(p, (lay,))]
 
 
-def write(path, runs, device, measure, environment):
+def write(path, runs, device, measured_runs, environment):
     """Measure every key `runs` times (interleaved, so a noisy minute hits all) under no_grad; write the JSON.
-    measure, environment: kernel_bench's (passed in: kernel_bench's CLI imports this module)."""
-    ks = keys(device)
-    times, ratios = {k: [] for k in ks}, {k: [] for k in ks}
+    measured_runs, environment: kernel_bench's (passed in: kernel_bench's CLI imports this module)."""
     with torch.no_grad():
-        for _ in range(runs):
-            for key in ks:
-                m = measure(key, device=device)
-                times[key].append(1e6 * m["p20"])
-                ratios[key].append(m["R"])
+        measured = measured_runs(keys(device), runs, device=device)
+    times = {k: [1e6 * m["p20"] for m in ms] for k, ms in measured.items()}
+    ratios = {k: [m["R"] for m in ms] for k, ms in measured.items()}
     doc = dict(meta=dict(environment(device), runs=runs, statistic="median of runs", unit="us per call",
                          command=f"python -m harness.measure.kernel_bench decode --runs {runs}"),
                us={k: statistics.median(v) for k, v in times.items()}, runs=times,
