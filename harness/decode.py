@@ -1,7 +1,7 @@
 """KV-cache decoding: a prefill, then tokens one (or a few) at a time, each attending to the cached keys and
 values instead of rerunning the prefix. The encoding's hooks are called exactly as in a full forward but with
-the new positions only: `embed(x, pos)` and `rotate(q, k, pos)` on the new tokens, `scores_bias(q, k, pos,
-cached_pos)` for the new queries against every cached key. Whatever an encoding computes from absolute positions
+the new positions only: `embed(x, pos)`, `rotate(q, k, pos)` and `token_state(x)` on the new tokens,
+`scores_bias(q, k, pos, cached_pos, state)` for the new queries against every cached key and its state. Whatever an encoding computes from absolute positions
 must therefore not depend on how many positions one call holds; `tests/test_decode.py` checks, for every registered
 encoding, that decoding gives the logits of one full forward (the x-transformers bugs #242 and #70 were ALiBi and
 absolute PEs wrong with cached memories). Softmax attention only (an encoding's own normalizer, `normalize`,
@@ -15,10 +15,11 @@ from harness.model import Transformer
 
 
 class KVCache:
-    """Per block: keys and values (B, H, Tc, D) after the encoding (rotated, QK-normed) and their positions (Tc,)."""
+    """Per block: keys and values (B, H, Tc, D) after the encoding (rotated, QK-normed), the encoding's token_state
+    (B, H, Tc) or None, and their positions (Tc,)."""
 
     def __init__(self, n_layers):
-        self.k, self.v, self.pos = [None] * n_layers, [None] * n_layers, None
+        self.k, self.v, self.state, self.pos = [None] * n_layers, [None] * n_layers, [None] * n_layers, None
 
     def __len__(self):
         return 0 if self.pos is None else int(self.pos.numel())
@@ -45,12 +46,13 @@ def check(model: Transformer):
 def _block(block, x, encoding, pos, keys_pos, cache, i):
     """One block on the new tokens x (B, T, C) at positions pos (T,); appends their k, v to cache layer i."""
     B = x.shape[0]
-    enc, q, k, v = block.rotated(x, encoding, pos)  # (B, H, T, D) each, at the new positions only
+    enc, q, k, v, state = block.rotated(x, encoding, pos)  # (B, H, T, D) each, at the new positions only
     if cache.k[i] is not None:
         k, v = torch.cat((cache.k[i], k), 2), torch.cat((cache.v[i], v), 2)
-    cache.k[i], cache.v[i] = k, v
+        state = None if state is None else torch.cat((cache.state[i], state), -1)  # (B, H, Tc)
+    cache.k[i], cache.v[i], cache.state[i] = k, v, state
     visible = keys_pos[None, :] <= pos[:, None]  # (T, Tc): causal by position, not by index
-    bias = enc.scores_bias(q, k, pos, keys_pos)  # (H|B,H, T, Tc) or None
+    bias = enc.scores_bias(q, k, pos, keys_pos, state)  # (H|B,H, T, Tc) or None
     mask = torch.zeros(visible.shape, dtype=q.dtype, device=q.device) if bias is None else bias.to(q.dtype)
     mask = mask.masked_fill(~visible, float("-inf"))
     if enc.replaces_softmax:  # the new queries' rows over every cached key; their own keys are the last T

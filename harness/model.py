@@ -115,25 +115,29 @@ class Block(nn.Module):
 
     def heads(self, x):
         """x (B, T, C) block input -> q, k, v, each (B, H, T, D), before any encoding acts."""
-        B, T, _ = x.shape
-        qkv = self.qkv(self.ln1(x)).view(B, T, 3, self.n_heads, self.head_dim)
-        return qkv.permute(2, 0, 3, 1, 4)
+        return self._split(self.qkv(self.ln1(x)))
+
+    def _split(self, qkv):
+        B, T, _ = qkv.shape
+        return qkv.view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
 
     def rotated(self, x, encoding, pos):
-        """This block's encoding (encoding.at(layer)) and its rotated q, k, and v: the softmax path before a bias."""
+        """This block's encoding (encoding.at(layer)), its rotated q, k, and v (B, H, T, D), and its token_state
+        (B, H, T) of the attention input (or None): the softmax path before a bias."""
         encoding = encoding.at(self.layer)
-        q, k, v = self.heads(x)
+        h = self.ln1(x)
+        q, k, v = self._split(self.qkv(h))
         if self.qk_norm is not None:
             q, k = self.qk_norm.apply(q, k, after_rotation=False)
         q, k = encoding.rotate(q, k, pos)
         if self.qk_norm is not None:
             q, k = self.qk_norm.apply(q, k, after_rotation=True)
-        return encoding, q, k, v
+        return encoding, q, k, v, encoding.token_state(h)
 
     def encoded(self, x, encoding, pos):
         """The softmax path's inputs: rotated q, k, then v and the encoding's bias (or None)."""
-        encoding, q, k, v = self.rotated(x, encoding, pos)
-        return q, k, v, encoding.scores_bias(q, k, pos, pos)
+        encoding, q, k, v, state = self.rotated(x, encoding, pos)
+        return q, k, v, encoding.scores_bias(q, k, pos, pos, state)
 
     def logits(self, x, encoding, pos):
         """(B, H, T, T) pre-softmax attention scores of this block for input x, -inf above the diagonal."""
@@ -146,13 +150,13 @@ class Block(nn.Module):
         if self.attention == "linear":
             y = linear_attention(*self.heads(x), encoding.at(self.layer), pos)
         else:  # a bias of i - j alone as an (H, T) table in FlexAttention where this call can, else SDPA
-            enc, q, k, v = self.rotated(x, encoding, pos)
+            enc, q, k, v, state = self.rotated(x, encoding, pos)
             if enc.replaces_softmax:  # sigmoid, stick-breaking: the (B, H, T, T) weights are materialized
-                y = enc.normalize(attention_logits(q, k, enc.scores_bias(q, k, pos, pos))).to(v.dtype) @ v
+                y = enc.normalize(attention_logits(q, k, enc.scores_bias(q, k, pos, pos, state))).to(v.dtype) @ v
             elif self.attention_impl != "sdpa" and flex.runs(self.attention_impl, q, pos):
                 y = flex.attention(q, k, v, enc, pos)
             else:
-                y = softmax_attention(q, k, v, enc.scores_bias(q, k, pos, pos))
+                y = softmax_attention(q, k, v, enc.scores_bias(q, k, pos, pos, state))
         return self.out(x, y)
 
     def out(self, x, y):
@@ -185,6 +189,8 @@ class Transformer(nn.Module):
         if attention == "linear" and attention_impl == "flex":
             raise ValueError("model.attention_impl='flex' needs attention=softmax (FlexAttention is a softmax "
                              "kernel); use model.attention_impl=auto or sdpa")
+        for i in range(n_layers):  # one line now, not at the first forward, where the encoding has no layer i
+            encoding.at(i)
         flexible = flex.layer_plan(attention_impl, encoding, n_layers)  # per block; ValueError if flex cannot run
         head_dim = head_dim or d_model // n_heads  # direct construction; from_config passes it resolved
         self.encoding = encoding
@@ -219,7 +225,7 @@ def from_config(model_cfg, encoding):
     """Transformer from a ModelConfig and an encoding dict {name, **params}."""
     params = {k: v for k, v in encoding.items() if k != "name"}
     enc = encodings.build(encoding["name"], d_model=model_cfg.d_model, n_heads=model_cfg.n_heads,
-                          head_dim=model_cfg.head_dim, **params)
+                          head_dim=model_cfg.head_dim, n_layers=model_cfg.n_layers, **params)
     return Transformer(encoding=enc, n_layers=model_cfg.n_layers, d_model=model_cfg.d_model,
                        n_heads=model_cfg.n_heads, head_dim=model_cfg.head_dim, attention=model_cfg.attention,
                        mlp_ratio=model_cfg.mlp_ratio, qk_norm=model_cfg.qk_norm,

@@ -121,6 +121,9 @@ CASES = {
     trained_normalizers.sigmoid_vs_softmax_rule: [(ivs(r1=1.0, r8=0.99), S), (ivs(r1=1.2, r8=1.3), C),
                                                   (ivs(r1=1.0, r8=1.2), I), (ivs(r1=WIDE, r8=1.0), I),
                                                   (ivs(n=2, r1=1.0, r8=1.0), I), ({}, I)],
+    trained_normalizers.fox_vs_alibi_rule: [(ivs(alibi8=1.0, rope8=0.8), S), (ivs(alibi8=1.2, rope8=1.2), C),
+                                            (ivs(alibi8=1.05, rope8=0.8), I), (ivs(alibi8=1.0, rope8=(0.95, 0.8, 1.1)), I),
+                                            (ivs(n=2, alibi8=1.0, rope8=0.8), I), ({}, I)],
     trained_compare.rope_vs_learned_rule: [(_rvl(0.8), S), (_rvl(1.2), C), (_rvl(0.8, params=8.0), C), (_rvl(1.05), I),
                                    (_rvl((1.0, 0.9, 1.1)), I), (_rvl(0.8, n=2), I), (_rvl(0.8, params=NAN), I)],
 }
@@ -337,9 +340,10 @@ TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog {i * 7 % 
 RATIO = {"rope": (1.02, 1.2, 2.0), "learned": (1.2, 1.6, 2.2), "sinusoidal": (1.05, 1.2, 1.4),
          "alibi": (0.99, 0.98, 0.98), "t5": (1.0, 1.01, 1.01)}  # PPL at 2x, 4x, 8x over PPL at 1x
 PPL1 = {"rope": 5.0, "learned": 6.0, "sinusoidal": 6.5, "alibi": 5.5, "t5": 5.4, "rope_learned_freq": 5.1,
-        "rope_rf": 5.2, "rnope_swa": 5.1, "stick_breaking": 5.05}
+        "rope_rf": 5.2, "rnope_swa": 5.1, "stick_breaking": 5.05, "fox": 5.3}
 RATIO["rnope_swa"] = (1.01, 1.1, 1.5)  # 8x: 1.5 * 5.1 / (2.0 * 5.0) = 0.765 of rope's PPL
 RATIO["stick_breaking"] = (1.0, 1.05, 1.2)  # 8x: 1.2 * 5.05 / (2.0 * 5.0) = 0.606 of rope's PPL
+RATIO["fox"] = (1.0, 1.0, 1.02)  # 8x: 1.02 * 5.3 / (0.98 * 5.5) = 1.003 of alibi's PPL
 PROPE = {0.25: (4.9, 1.6), 0.75: (5.2, 2.2)}  # p -> (1x PPL, 8x ratio) of the prope sweep
 BASE_PPL = {100.0: (6.0, 8.0), 10000.0: (5.0, 7.0), 1000000.0: (5.3, 9.0)}  # (1x, 8x); not the BASES of old
 
@@ -457,6 +461,9 @@ def test_layer_and_prope_claims_pair_by_seed(sweeps, tmp_path):
     n = _measure(sweeps, tmp_path, trained_normalizers.stick_breaking_vs_rope).numbers
     assert n["r1"] == pytest.approx(5.05 / 5.0) and n["r8"] == pytest.approx(5.05 * 1.2 / (5.0 * 2.0))
     assert trained_normalizers.stick_breaking_vs_rope_rule(n)[0] == S and n["r8_n"] == 3
+    n = _measure(sweeps, tmp_path, trained_normalizers.fox_vs_alibi).numbers
+    assert n["alibi8"] == pytest.approx(5.3 * 1.02 / (5.5 * 0.98)) and n["rope8"] == pytest.approx(5.3 * 1.02 / 10.0)
+    assert trained_normalizers.fox_vs_alibi_rule(n)[0] == S and n["alibi8_n"] == 3
     n = _measure(sweeps, tmp_path, trained_layers.prope_vs_rope).numbers
     for p, (ppl1, r8) in PROPE.items():
         assert n[f"p{p}_r1"] == pytest.approx(ppl1 / 5.0) and n[f"p{p}_r1_n"] == 3

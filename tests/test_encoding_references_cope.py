@@ -38,7 +38,7 @@ def test_cope_matches_the_authors_attention_layer():
     with torch.no_grad():
         enc.pos_emb.copy_(torch.randn(D, npos, generator=g, dtype=torch.float64))
     pos = torch.arange(T)
-    ours = softmax_attention(q, k, v, enc.scores_bias(q, k, pos, pos))
+    ours = softmax_attention(q, k, v, enc.scores_bias(q, k, pos, pos, None))
     fold = lambda t: t.reshape(B * H, T, D)  # noqa: E731  (heads into the batch, as their bmm takes them)
     want = authors_cope(fold(q), fold(k), fold(v), enc.pos_emb[None], npos).reshape(B, H, T, D)
     torch.testing.assert_close(ours, want, rtol=1e-10, atol=1e-12)
@@ -57,8 +57,8 @@ def test_cope_counts_content_not_distance():
     with torch.no_grad():
         enc.pos_emb.copy_(torch.randn(8, 17, generator=g, dtype=torch.float64))
     pos = torch.arange(12)
-    b = enc.scores_bias(q, k, pos, pos)
-    torch.testing.assert_close(enc.scores_bias(q, k, pos + 1000, pos + 1000), b, rtol=0, atol=0)
+    b = enc.scores_bias(q, k, pos, pos, None)
+    torch.testing.assert_close(enc.scores_bias(q, k, pos + 1000, pos + 1000, None), b, rtol=0, atol=0)
     same_distance = torch.stack([b[0, 0, i, i - 3] for i in range(3, 12)])
     assert same_distance.std() > 1e-3  # a relative (i - j) bias would make these equal
     assert enc.npos == 17  # train_len + 1, the authors' block size + 1

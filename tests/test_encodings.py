@@ -26,7 +26,8 @@ def logits(enc, q, k, pos, layer=0):
     diagonal: the model's own attention_logits on the hooks of enc.at(layer). (B, H, T, T)"""
     enc = enc.at(layer)
     rq, rk = enc.rotate(q, k, pos)
-    return attention_logits(rq, rk, enc.scores_bias(rq, rk, pos, pos))
+    x = _rand(q.shape[0], q.shape[2], DIMS["d_model"], seed=7, dtype=q.dtype)  # the block input token_state reads
+    return attention_logits(rq, rk, enc.scores_bias(rq, rk, pos, pos, enc.token_state(x)))
 
 
 def layers(enc):

@@ -82,6 +82,11 @@ CLAIMS = [
           "Ramapuram et al., ICLR 2025 (arXiv 2409.04431): SigmoidAttn matches softmax in language modelling; "
           "apple/ml-sigmoid-attention", f"{SWEEP_DEFAULT}{CLAIM} 19", trained_normalizers.sigmoid_vs_softmax,
           trained_normalizers.sigmoid_vs_softmax_rule),
+    Claim(20, "The Forgetting Transformer (FoX, a forget gate and no PE) extrapolates like ALiBi and better than "
+              "RoPE.",
+          "Lin et al., ICLR 2025 (arXiv 2503.02130): FoX as a data-dependent ALiBi; length extrapolation against "
+          "the Transformer with RoPE", f"{SWEEP_DEFAULT}{CLAIM} 20", trained_normalizers.fox_vs_alibi,
+          trained_normalizers.fox_vs_alibi_rule),
 ]
 
 

@@ -1,5 +1,6 @@
-"""Trained-model claims about attention normalizers that replace softmax: 18 (stick-breaking attention needs no
-positional encoding) and 19 (sigmoid attention with ALiBi and b = -log n matches softmax attention with ALiBi).
+"""Trained-model claims about attention normalizers and content-dependent biases: 18 (stick-breaking attention needs
+no positional encoding), 19 (sigmoid attention with ALiBi and b = -log n matches softmax attention with ALiBi) and
+20 (FoX's forget gate, a data-dependent ALiBi, extrapolates like ALiBi and better than RoPE).
 Same conventions as harness.claims.trained: per-seed values of sweep default, paired by seed, judged on the 95% CI
 (stats.paired on log PPL, shown as a geometric-mean ratio)."""
 from harness.claims.judge import est, fewest, judge, show, unmeasured
@@ -52,4 +53,28 @@ def sigmoid_vs_softmax_rule(n):
         return verdict(I, "not measured: run make sweep (sigmoid_alibi and alibi)")
     parts = [judge(est(n, f"r{k}"), NO_HARM[0], "below", far=NO_HARM[1], label=f"{k}x sigmoid_alibi/alibi")
              for k in LENGTHS]
+    return by_parts([(t, v) for v, t in parts])
+
+
+# ---- 20. the Forgetting Transformer extrapolates like ALiBi, better than RoPE
+def fox_vs_alibi(ctx):
+    df = rows(ctx, "default")
+    n = {}
+    t = cells(df, "ppl", 8)  # (seed x encoding) PPL at 8x the train length
+    log_ratio(n, "alibi8", _col(t, "fox"), _col(t, "alibi"))
+    log_ratio(n, "rope8", _col(t, "fox"), _col(t, "rope"))
+    return Evidence(n, f"PPL at 8x the train length ({_values(df, 'train_len')}), paired by seed: "
+                       + ", ".join(show(est(n, f"{other}8"), f"fox/{other}") for other in ("alibi", "rope")), None,
+                    n=fewest(n, ("alibi8", "rope8")))
+
+
+def fox_vs_alibi_rule(n):
+    """At 8x the train length, paired by seed on log PPL (>= 3 seeds, else inconclusive): PPL(fox) / PPL(alibi)
+    with its CI below 1.03 (like ALiBi; above 1.10: contradicted) and PPL(fox) / PPL(rope) with its CI below 1
+    (better than RoPE; above 1: contradicted). Both hold: supported; two contradicted: contradicted; otherwise
+    inconclusive."""
+    if unmeasured(n, ("alibi8", "rope8")):
+        return verdict(I, "not measured: run make sweep (fox, alibi and rope)")
+    parts = [judge(est(n, "alibi8"), NO_HARM[0], "below", far=NO_HARM[1], label="8x fox/alibi"),
+             judge(est(n, "rope8"), 1.0, "below", label="8x fox/rope")]
     return by_parts([(t, v) for v, t in parts])

@@ -6,7 +6,7 @@ import pkgutil
 from harness.encodings._base import Encoding
 
 # Model dimensions the model always offers; an encoding takes those its constructor names.
-MODEL_DIMS = ("d_model", "n_heads", "head_dim")
+MODEL_DIMS = ("d_model", "n_heads", "head_dim", "n_layers")
 
 
 def _discover():

@@ -14,7 +14,7 @@ class Encoding(nn.Module):
     relative = False  # attention logits depend only on m - n (checked by the registry tests)
     rotary = False  # rotate() is an orthogonal map on q and k: norms preserved
     shift_unit = 1  # relative shifts are multiples of this (2D RoPE: the grid width)
-    content_bias = False  # bias() reads q (Shaw's q . R^K term): not a function of positions alone
+    content_bias = False  # the bias reads content (Shaw's q . R^K, CoPE's q . k, FoX's gates): not positions alone
     period = 1  # distinct per-layer encodings, cycled over the depth (harness/encodings/_layered.py)
     cacheable = True  # q, k from one call stay valid against k from another (KV-cache decoding, harness/decode.py)
 
@@ -35,10 +35,17 @@ class Encoding(nn.Module):
         encodings whose bias depends on content (Shaw's q . R^K term)."""
         return None
 
-    def scores_bias(self, q, k, q_pos, k_pos):
+    def token_state(self, x):
+        """x (B, T, C): the block's attention input (after its LayerNorm) -> a per-token tensor (B, H, T) that
+        scores_bias receives for every key, or None. KV-cache decoding keeps it next to the keys, as it keeps k
+        (FoX's log forget gates; the authors' FgateDynamicCache keeps the same). None: the bias needs no input."""
+        return None
+
+    def scores_bias(self, q, k, q_pos, k_pos, state):
         """The bias the model adds to q k^T / sqrt(D): bias(q, q_pos, k_pos), unless an encoding's bias also
-        reads the keys k (B, H, Tk, D) (CoPE's gates σ(q·k)), which then overrides this. The model and KV-cache
-        decoding call this; bias() stays the positions-only view (FlexAttention tables, the bias precision study)."""
+        reads the keys k (B, H, Tk, D) (CoPE's gates σ(q·k)) or the per-key token_state (B, H, Tk) (FoX), which
+        then overrides this. The model and KV-cache decoding call this; bias() stays the positions-only view
+        (FlexAttention tables, the bias precision study). Query row r's own key is key r + Tk - Tq."""
         return self.bias(q, q_pos, k_pos)
 
     def normalize(self, scores):

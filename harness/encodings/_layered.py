@@ -28,8 +28,11 @@ class Windowed(Encoding):
         """inner's bias (or none) + (1, Tq, Tk) -inf beyond the window."""
         return self._windowed(q, q_pos, k_pos, self.inner.bias(q, q_pos, k_pos))
 
-    def scores_bias(self, q, k, q_pos, k_pos):
-        return self._windowed(q, q_pos, k_pos, self.inner.scores_bias(q, k, q_pos, k_pos))
+    def token_state(self, x):
+        return self.inner.token_state(x)
+
+    def scores_bias(self, q, k, q_pos, k_pos, state):
+        return self._windowed(q, q_pos, k_pos, self.inner.scores_bias(q, k, q_pos, k_pos, state))
 
     def _windowed(self, q, q_pos, k_pos, inner):
         far = (q_pos[:, None] - k_pos[None, :]) >= self.window  # (Tq, Tk)
@@ -107,8 +110,11 @@ class L2Normed(Encoding):
     def bias(self, q, q_pos, k_pos):
         return self.inner.bias(q, q_pos, k_pos)
 
-    def scores_bias(self, q, k, q_pos, k_pos):
-        return self.inner.scores_bias(q, k, q_pos, k_pos)
+    def token_state(self, x):
+        return self.inner.token_state(x)
+
+    def scores_bias(self, q, k, q_pos, k_pos, state):
+        return self.inner.scores_bias(q, k, q_pos, k_pos, state)
 
     def normalize(self, scores):
         return self.inner.normalize(scores)

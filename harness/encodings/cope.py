@@ -37,8 +37,9 @@ class CoPE(Encoding):
         self.npos = npos
         self.pos_emb = nn.Parameter(torch.zeros(head_dim, npos))  # e: zeros, as the authors initialize it
 
-    def scores_bias(self, q, k, q_pos, k_pos):
+    def scores_bias(self, q, k, q_pos, k_pos, state):
         """q (B, H, Tq, D), k (B, H, Tk, D) -> (B, H, Tq, Tk); keys after a query (by position) get no gate.
+        state: None (no token_state).
         In place where autograd allows, since every step is a full (B, H, Tq, Tk) pass."""
         scale = math.sqrt(q.shape[-1])
         hidden = k_pos[None, :] > q_pos[:, None]  # (Tq, Tk)
