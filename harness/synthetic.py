@@ -111,8 +111,38 @@ def grid2d(n: int, length: int, generator: torch.Generator, *, cols: Optional[in
     return grid_batch(letters(n, H * cols, generator), cols, length, width=width)
 
 
+def grid3d(n: int, length: int, generator: torch.Generator, *, rows: Optional[int] = None,
+           cols: Optional[int] = None, min_side: int = 2, height: int = 4, width: int = 4) -> Batch:
+    """grid2d with a time axis: F frames of rows x cols letters, then the last frame again, asked cell by cell
+    from the frame after it (the cell at the same (row, col) one frame back).
+
+    Positions are the raster mrope reads, p = frame * height * width + row * width + col: PADs (< rows * cols)
+    in frame 0, frame f's cell (r, c) at (f + 1, r, c), and the input predicting answer k (SEP, then answer k-1)
+    at (F + 1, r_k, c_k): the answer is one frame back at the same (row, col). In the byte stream it is
+    rows * cols bytes back, and with no frame separators rows * cols is visible only in the positions.
+    rows and cols (one per batch: positions are shared) are drawn from [min_side, height] x [min_side, width],
+    where at least 2 frames fit, unless given; `height` and `width` must equal the mrope encoding's."""
+    if not 1 <= min_side <= min(height, width):
+        raise ValueError(f"grid3d min_side must be in [1, min(height, width) = {min(height, width)}]; got {min_side}")
+    for name, v, bound, hi in (("rows", rows, "height", height), ("cols", cols, "width", width)):
+        if v is not None and not 1 <= v <= hi:
+            raise ValueError(f"grid3d {name} must be in [1, {bound} = {hi}]; got {v}")
+    sizes = [(r, c) for r in (range(min_side, height + 1) if rows is None else [rows])
+             for c in (range(min_side, width + 1) if cols is None else [cols])]
+    need("grid3d", length, 3 * min(r * c for r, c in sizes))  # 2 frames + the answer frame
+    sizes = [(r, c) for r, c in sizes if 3 * r * c <= length]
+    rows, cols = sizes[int(torch.randint(0, len(sizes), (1,), generator=generator))]
+    k = rows * cols
+    F = length // k - 1  # frames of cells: pad + F * k cells + SEP + k answers = length + 1
+    cell = (torch.arange(k) // cols) * width + torch.arange(k) % cols  # (k,) offset of (r, c) in a frame
+    frames = torch.arange(1, F + 2)[:, None] * (height * width) + cell  # (F + 1, k): cells, then the answers
+    pos = torch.cat([torch.arange(length - (F + 1) * k), frames.flatten()])  # (T,)
+    cells = letters(n, F * k, generator)
+    return pack(cells, cells[:, -k:], length, pos=pos)
+
+
 TASKS: Dict[str, Callable[..., Batch]] = {
-    "copy": copy, "reverse": reverse, "kv_recall": kv_recall, "passkey": passkey, "grid2d": grid2d,
+    "copy": copy, "reverse": reverse, "kv_recall": kv_recall, "passkey": passkey, "grid2d": grid2d, "grid3d": grid3d,
     **chomsky.TASKS, **ruler.TASKS,  # the Chomsky-hierarchy tasks and the byte-level mini-RULER
     **content_tasks.TASKS,  # counting (CoPE) and flip-flop: where content-dependent positions should win
 }

@@ -1,9 +1,11 @@
-"""Synthetic tasks: determinism, exact answer masks, oracle/chance accuracy, and that grid2d needs 2D positions."""
+"""Synthetic tasks: determinism, exact answer masks, oracle/chance accuracy, and that grid2d needs 2D positions and
+grid3d (frame, row, col) positions."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 from harness import synthetic as S
+from harness.encodings import build
 
 LENGTHS = (16, 37, 64, 1024)  # 1024 = 16x a 64-byte training length
 
@@ -144,14 +146,58 @@ def test_grid2d_varies_width_across_batches():
     assert len(set(cols)) > 5 and min(cols) >= 2 and max(cols) <= 15
 
 
+def _answer_from_frame_positions(b, frame=16):
+    """Solve grid3d from x and pos alone: the input at p asks for the byte at p - frame (one frame back)."""
+    where = {int(p): t for t, p in enumerate(b.pos)}
+    return b.x[:, [where[int(b.pos[t]) - frame] for t in b.mask[0].nonzero().flatten()]]  # (n, rows * cols)
+
+
+@pytest.mark.parametrize("length", LENGTHS)
+def test_grid3d_is_solved_by_frame_positions(length):
+    for seed in range(3):
+        b = S.generate("grid3d", 4, length, _gen(seed))
+        assert torch.equal(_answer_from_frame_positions(b), b.y[b.mask].view(4, -1))
+    b = S.generate("grid3d", 1, 40, _gen(0), rows=3, cols=2, height=5, width=3)
+    assert torch.equal(_answer_from_frame_positions(b, frame=15), b.y[b.mask][None])
+
+
+def test_grid3d_positions_are_the_raster_mrope_reads():
+    b = S.generate("grid3d", 2, 64, _gen(5), rows=3, cols=2)
+    t, h, w = build("mrope", head_dim=32, height=4, width=4).coordinates(b.pos)
+    ask = b.mask[0].nonzero().flatten()  # inputs predicting an answer: the frame after the last, same (h, w) cells
+    assert (t[ask] == t.max()).all() and (t[ask - 6] == t.max() - 1).all()
+    assert torch.equal(h[ask], h[ask - 6]) and torch.equal(w[ask], w[ask - 6])
+    cells = t > 0  # PADs fill frame 0
+    assert int(h[cells].max()) == 2 and int(w[cells].max()) == 1  # 3 x 2 cells per frame
+    assert len(set(b.pos.tolist())) == 64 and (b.x[:, ~cells] == S.PAD).all()
+
+
+def test_grid3d_answer_is_not_a_function_of_bytes_and_sequential_positions():
+    # 24 letters then SEP, as 6 frames of 2 x 2 or 4 frames of 2 x 3: the same bytes at positions 0..24
+    small = S.generate("grid3d", 1, 28, _gen(7), rows=2, cols=2)
+    large = S.generate("grid3d", 1, 30, _gen(7), rows=2, cols=3)
+    assert torch.equal(small.x[:, :25], large.x[:, :25]) and small.x[0, 24] == S.SEP
+    assert small.y[0, 24] != large.y[0, 24]  # the first answer byte: cell 20 or cell 18 of the same stream
+    assert not torch.equal(small.pos[:25], large.pos[:25])  # only the raster positions tell them apart
+    assert torch.equal(_answer_from_frame_positions(small), small.y[small.mask][None])
+    assert torch.equal(_answer_from_frame_positions(large), large.y[large.mask][None])
+
+
+def test_grid3d_varies_frame_size_across_batches():
+    sizes = {int(S.generate("grid3d", 1, 64, _gen(s)).mask.sum()) for s in range(30)}  # rows * cols
+    assert len(sizes) > 4 and min(sizes) >= 4 and max(sizes) <= 16
+
+
 @pytest.mark.parametrize("task, kw, msg", [
-    ("cpy", {}, r"unknown task 'cpy'; expected one of \['copy', 'reverse', 'kv_recall', 'passkey', 'grid2d', 'parity', "
-                r".*'vt', 'cwe', 'fwe', 'count', 'flip_flop'\]$"),
+    ("cpy", {}, r"unknown task 'cpy'; expected one of \['copy', 'reverse', 'kv_recall', 'passkey', 'grid2d', 'grid3d', "
+                r"'parity', .*'vt', 'cwe', 'fwe', 'count', 'flip_flop'\]$"),
     ("copy", {"depth": 0.5}, r"unknown parameter\(s\) \['depth'\] for task 'copy'; expected a subset of \[\]"),
     ("passkey", {"dept": 0.5}, r"expected a subset of \['depth', 'filler'\]"),
     ("passkey", {"depth": 1.5}, r"depth must be in \[0, 1\]"),
     ("passkey", {"filler": "lorem"}, r"expected one of \['landmark', 'kjv'\]"),
     ("grid2d", {"cols": 16}, r"cols must be in \[1, width - 1 = 15\]"),
+    ("grid3d", {"rows": 5}, r"^grid3d rows must be in \[1, height = 4\]; got 5$"),
+    ("grid3d", {"min_side": 5}, r"min_side must be in \[1, min\(height, width\) = 4\]"),
 ])
 def test_bad_task_or_parameter(task, kw, msg):
     with pytest.raises(ValueError, match=msg):
@@ -159,7 +205,8 @@ def test_bad_task_or_parameter(task, kw, msg):
 
 
 @pytest.mark.parametrize("task, minimum", [("copy", 4), ("reverse", 4), ("kv_recall", 12), ("passkey", 14),
-                                           ("grid2d", 6), ("niah_single", 18), ("vt", 48), ("parity", 2)])
+                                           ("grid2d", 6), ("grid3d", 12), ("niah_single", 18), ("vt", 48),
+                                           ("parity", 2)])
 def test_too_short_names_the_minimum(task, minimum):
     with pytest.raises(ValueError, match=f"needs length >= {minimum}; got {minimum - 1}"):
         S.generate(task, 2, minimum - 1, _gen(0))
