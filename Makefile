@@ -84,7 +84,7 @@ eval: install  ## lm-eval TASKS (default: the offline ones in tasks/) on run dir
 	$(PY) -m harness.lmeval.rows "$(RUN)" --tasks $(TASKS)
 
 # Claims about RoPE from the literature: the sweeps they need (finished runs are skipped), then the table.
-CLAIM_SWEEPS := default base_ablation claims prope
+CLAIM_SWEEPS := default base_ablation claims prope content
 claims: install  ## test RoPE claims from the literature -> results/claims/claims.md + plots (< 30 min on 2 cores from scratch)
 	for s in $(CLAIM_SWEEPS); do $(PY) -m harness -m sweep=$$s out=$(dir $(RESULTS)) || exit 1; done
 	$(PY) -m harness.claims --sweeps $(RESULTS) --out $(CLAIMS_OUT)

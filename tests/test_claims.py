@@ -12,7 +12,8 @@ import yaml
 
 from harness import encodings, results, stats
 from harness import model as model_lib
-from harness.claims import CLAIMS, costs, judge, maths, run, trained, trained_compare, trained_layers, trained_normalizers
+from harness.claims import (CLAIMS, costs, judge, maths, run, trained, trained_compare, trained_content, trained_layers,
+                            trained_normalizers)
 from harness.claims.attention import locality, probabilities
 from harness.claims.table import VERDICTS, Claim, Evidence, by_parts, plot, write
 from harness.config import from_dict, to_dict
@@ -124,6 +125,9 @@ CASES = {
     trained_normalizers.fox_vs_alibi_rule: [(ivs(alibi8=1.0, rope8=0.8), S), (ivs(alibi8=1.2, rope8=1.2), C),
                                             (ivs(alibi8=1.05, rope8=0.8), I), (ivs(alibi8=1.0, rope8=(0.95, 0.8, 1.1)), I),
                                             (ivs(n=2, alibi8=1.0, rope8=0.8), I), ({}, I)],
+    trained_content.cope_counts_rule: [(ivs(d1=0.3, d4=0.2), S), (ivs(d1=-0.3, d4=-0.2), C),
+                                       (ivs(d1=0.3, d4=(0.05, -0.1, 0.2)), I), (ivs(d1=0.3, d4=-0.2), I),
+                                       (ivs(n=2, d1=0.3, d4=0.2), I), ({}, I)],
     trained_compare.rope_vs_learned_rule: [(_rvl(0.8), S), (_rvl(1.2), C), (_rvl(0.8, params=8.0), C), (_rvl(1.05), I),
                                    (_rvl((1.0, 0.9, 1.1)), I), (_rvl(0.8, n=2), I), (_rvl(0.8, params=NAN), I)],
 }
@@ -344,6 +348,7 @@ PPL1 = {"rope": 5.0, "learned": 6.0, "sinusoidal": 6.5, "alibi": 5.5, "t5": 5.4,
 RATIO["rnope_swa"] = (1.01, 1.1, 1.5)  # 8x: 1.5 * 5.1 / (2.0 * 5.0) = 0.765 of rope's PPL
 RATIO["stick_breaking"] = (1.0, 1.05, 1.2)  # 8x: 1.2 * 5.05 / (2.0 * 5.0) = 0.606 of rope's PPL
 RATIO["fox"] = (1.0, 1.0, 1.02)  # 8x: 1.02 * 5.3 / (0.98 * 5.5) = 1.003 of alibi's PPL
+COUNT_ACC = {"cope": (0.9, 0.6), "rope": (0.5, 0.3)}  # count accuracy at (1x, 4x); per seed + 0.01 seed
 PROPE = {0.25: (4.9, 1.6), 0.75: (5.2, 2.2)}  # p -> (1x PPL, 8x ratio) of the prope sweep
 BASE_PPL = {100.0: (6.0, 8.0), 10000.0: (5.0, 7.0), 1000000.0: (5.3, 9.0)}  # (1x, 8x); not the BASES of old
 
@@ -353,11 +358,11 @@ def _yaml_params(enc):
             if k != "name"}
 
 
-def _write_run(root, sweep, name, enc, seed, train_len, rows, params=None, state=None, config=None):
+def _write_run(root, sweep, name, enc, seed, train_len, rows, params=None, state=None, config=None, task="lm"):
     """rows: dicts of metric, eval_len, protocol, value (+ step, + extra params) -> <root>/<sweep>/<name>."""
     p = {**_yaml_params(enc), **(params or {})}
     base = dict(run_id=f"{sweep}/{name}", sweep=sweep, encoding=enc, model="tiny", d_model=32, n_layers=1,
-                n_heads=4, head_dim=8, task="lm", train_len=train_len, dtype="float32", device="cpu", unit="",
+                n_heads=4, head_dim=8, task=task, train_len=train_len, dtype="float32", device="cpu", unit="",
                 seed=seed, step=0, torch="t", harness_version="h", git_sha="g", time="now")
     out = [{**base, **{k: v for k, v in r.items() if k != "extra"},
             "params": json.dumps({**p, **r.get("extra", {})}, sort_keys=True)} for r in rows]
@@ -423,6 +428,13 @@ def sweeps(tmp_path_factory):
         for enc, ppl1 in (("rope", 7.0), ("nope", 9.0)):
             _write_run(root, "claims", f"encoding={enc},seed={seed}", enc, seed, 32,
                        _lm_rows(ppl1, (1.0, 1.0, 1.0), 32, seed, loss=(5.0, 3.0, 2.0 if enc == "rope" else 4.0)))
+    for seed in range(3):  # content: answer accuracy at 1x and 4x; flip_flop rows (0.0) must not be read for count
+        for task in ("count", "flip_flop"):
+            for enc, (a1, a4) in COUNT_ACC.items():
+                accs = [(1, a1), (4, a4)] if task == "count" else [(1, 0.0), (4, 0.0)]
+                _write_run(root, "content", f"encoding={enc},seed={seed},task={task}", enc, seed, 32,
+                           [dict(metric="acc", eval_len=k * 32, protocol="iid", value=a + 0.01 * seed) for k, a in accs]
+                           + [dict(metric="acc", eval_len=32, protocol="depth=0.5", value=0.0)], task=task)
     return root
 
 
@@ -461,6 +473,9 @@ def test_layer_and_prope_claims_pair_by_seed(sweeps, tmp_path):
     n = _measure(sweeps, tmp_path, trained_normalizers.stick_breaking_vs_rope).numbers
     assert n["r1"] == pytest.approx(5.05 / 5.0) and n["r8"] == pytest.approx(5.05 * 1.2 / (5.0 * 2.0))
     assert trained_normalizers.stick_breaking_vs_rope_rule(n)[0] == S and n["r8_n"] == 3
+    n = _measure(sweeps, tmp_path, trained_content.cope_counts).numbers  # same 0.01 seed offset in both: exact
+    assert n["d1"] == pytest.approx(0.4) and n["d4"] == pytest.approx(0.3) and n["d4_n"] == 3
+    assert n["cope1"] == pytest.approx(0.91) and trained_content.cope_counts_rule(n)[0] == S
     n = _measure(sweeps, tmp_path, trained_normalizers.fox_vs_alibi).numbers
     assert n["alibi8"] == pytest.approx(5.3 * 1.02 / (5.5 * 0.98)) and n["rope8"] == pytest.approx(5.3 * 1.02 / 10.0)
     assert trained_normalizers.fox_vs_alibi_rule(n)[0] == S and n["alibi8_n"] == 3

@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from harness.claims import costs, maths, trained, trained_compare, trained_layers, trained_normalizers
+from harness.claims import (costs, maths, trained, trained_compare, trained_content, trained_layers,
+                            trained_normalizers)
 from harness.claims.table import Claim, write
 
 CLAIM = "python -m harness.claims --only"
@@ -87,6 +88,11 @@ CLAIMS = [
           "Lin et al., ICLR 2025 (arXiv 2503.02130): FoX as a data-dependent ALiBi; length extrapolation against "
           "the Transformer with RoPE", f"{SWEEP_DEFAULT}{CLAIM} 20", trained_normalizers.fox_vs_alibi,
           trained_normalizers.fox_vs_alibi_rule),
+    Claim(21, "CoPE counts where RoPE fails: on CoPE's counting task it answers more accurately than RoPE, at the "
+              "train length and beyond.",
+          "Golovneva et al. 2024, Contextual Position Encoding (arXiv 2405.18719), §4 counting task; "
+          "facebookresearch/RAM projects/cope", f"make sweep SWEEP=content && {CLAIM} 21",
+          trained_content.cope_counts, trained_content.cope_counts_rule),
 ]
 
 
