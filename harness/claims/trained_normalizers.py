@@ -33,10 +33,17 @@ def stick_breaking_vs_rope_rule(n):
     length the CI below 1.03 (no PE costs nothing; above 1.10: contradicted); at 8x the CI below 1 (it extrapolates
     better than RoPE; above 1: contradicted). Both hold: supported; two contradicted: contradicted; otherwise
     inconclusive."""
-    if unmeasured(n, ("r1", "r8")):
-        return verdict(I, "not measured: run make sweep (stick_breaking and rope)")
-    parts = [judge(est(n, "r1"), NO_HARM[0], "below", far=NO_HARM[1], label="1x stick_breaking/rope"),
-             judge(est(n, "r8"), 1.0, "below", label="8x stick_breaking/rope")]
+    return _matches_and_beats(n, ("r1", "1x stick_breaking/rope"), ("r8", "8x stick_breaking/rope"),
+                              "stick_breaking and rope")
+
+
+def _matches_and_beats(n, matches, beats, runs):
+    """The verdict of two ratio parts, each (key, label): `matches` with its CI below NO_HARM[0] (above NO_HARM[1]:
+    contradicted), `beats` with its CI below 1 (above 1: contradicted); by_parts combines them."""
+    if unmeasured(n, (matches[0], beats[0])):
+        return verdict(I, f"not measured: run make sweep ({runs})")
+    parts = [judge(est(n, matches[0]), NO_HARM[0], "below", far=NO_HARM[1], label=matches[1]),
+             judge(est(n, beats[0]), 1.0, "below", label=beats[1])]
     return by_parts([(t, v) for v, t in parts])
 
 
@@ -73,8 +80,4 @@ def fox_vs_alibi_rule(n):
     with its CI below 1.03 (like ALiBi; above 1.10: contradicted) and PPL(fox) / PPL(rope) with its CI below 1
     (better than RoPE; above 1: contradicted). Both hold: supported; two contradicted: contradicted; otherwise
     inconclusive."""
-    if unmeasured(n, ("alibi8", "rope8")):
-        return verdict(I, "not measured: run make sweep (fox, alibi and rope)")
-    parts = [judge(est(n, "alibi8"), NO_HARM[0], "below", far=NO_HARM[1], label="8x fox/alibi"),
-             judge(est(n, "rope8"), 1.0, "below", label="8x fox/rope")]
-    return by_parts([(t, v) for v, t in parts])
+    return _matches_and_beats(n, ("alibi8", "8x fox/alibi"), ("rope8", "8x fox/rope"), "fox, alibi and rope")
