@@ -110,5 +110,5 @@ def test_each_layer_gates_its_own_ln1_output():
 
 def test_fox_refuses_a_model_deeper_than_its_gates():
     enc = build("fox", d_model=16, n_heads=2, n_layers=2)
-    with pytest.raises(ValueError, match="forget gates for 2 layers"):
+    with pytest.raises(ValueError, match="parameters for 2 layers"):
         Transformer(encoding=enc, n_layers=3, d_model=16, n_heads=2)

@@ -5,7 +5,8 @@ import torch
 from transformers.models.llama4.configuration_llama4 import Llama4TextConfig
 from transformers.models.llama4.modeling_llama4 import Llama4TextAttention, Llama4TextRotaryEmbedding
 
-from harness.encodings import build
+from harness.encodings import ENCODINGS, build
+from harness.encodings._layered import PerLayer
 from harness.model import Transformer, attention_logits, softmax_attention
 
 H, D, T = 2, 16, 40
@@ -113,3 +114,22 @@ def test_a_policy_cannot_hold_an_embedding_encoding():
 def test_linear_attention_refuses_a_windowed_policy():
     with pytest.raises(ValueError, match="linear attention cannot take"):
         Transformer(encoding=build("rnope_swa", head_dim=D), d_model=H * D, n_heads=H, attention="linear")
+
+
+PER_LAYER = sorted(n for n, c in ENCODINGS.items() if issubclass(c, PerLayer))  # fox, rope_mixed, comrope, ...
+
+
+@pytest.mark.parametrize("name", PER_LAYER)
+def test_per_layer_encodings_own_distinct_parameters_and_refuse_a_deeper_model(name):
+    torch.manual_seed(0)
+    enc = build(name, d_model=64, n_heads=4, head_dim=16, n_layers=3)
+    assert enc.period == 3 and [enc.at(i).period for i in range(3)] == [3, 1, 1]
+    own = [{id(p) for p in enc.at(i).parameters(recurse=False)} | {id(p) for m in enc.at(i).children()
+                                                                  if not isinstance(m, torch.nn.ModuleList)
+                                                                  for p in m.parameters()} for i in range(3)]
+    assert all(own) and not (own[0] & own[1]) and not (own[1] & own[2]) and not (own[0] & own[2])
+    first = [next(iter(enc.at(i).state_dict().values())) for i in range(3)]  # each layer's own random init
+    assert not torch.equal(first[0], first[1]) and not torch.equal(first[1], first[2])
+    Transformer(encoding=enc, n_layers=3, d_model=64, n_heads=4)
+    with pytest.raises(ValueError, match="parameters for 3 layers"):
+        Transformer(encoding=enc, n_layers=4, d_model=64, n_heads=4)

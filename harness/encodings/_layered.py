@@ -85,6 +85,32 @@ class Layered(Encoding):
             e.end_forward()
 
 
+class PerLayer(Encoding):
+    """An encoding with its own parameters in every layer (FoX's forget gates; rope-vit's and ComRoPE's learned
+    rotations are per block too): the instance serves layer 0 and `deeper` holds one more of its kind for each
+    further layer, built by `make()`. Unlike a Layered cycle, a model deeper than n_layers is refused at build
+    (the Transformer asks at(i) of every block), so no two layers share parameters by accident."""
+
+    def own_layers(self, n_layers, make):
+        """Call at the end of __init__ (after this layer's parameters, so their init draws come first)."""
+        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
+            raise ValueError(f"{self.name or type(self).__name__} n_layers must be an integer >= 1 (its "
+                             f"parameters per layer), got {n_layers!r}")
+        self.deeper = nn.ModuleList(make() for _ in range(n_layers - 1))
+        self.period = n_layers
+
+    def at(self, layer):
+        if not 0 <= layer < self.period:
+            raise ValueError(f"{self.name or type(self).__name__} was built with parameters for {self.period} "
+                             f"layers (n_layers), not layer {layer}: build it with the model's n_layers")
+        return self if layer == 0 else self.deeper[layer - 1]
+
+    def end_forward(self):
+        super().end_forward()
+        for e in self.deeper:
+            e.end_forward()
+
+
 class L2Normed(Encoding):
     """`inner`, then Llama 4's weightless QK-norm on its output: x * rsqrt(mean(x^2) + eps) over D, in fp32
     (transformers models/llama4/modeling_llama4.py: Llama4TextL2Norm after apply_rotary_emb, RoPE layers only)."""

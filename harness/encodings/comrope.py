@@ -26,26 +26,26 @@ column at the row's end).
 Cost: exp(r A_r + c A_c) = exp(r A_r) exp(c A_c) since A_r, A_c commute, so matrix_exp runs on the unique rows and
 the unique columns only (about T/width + width matrices per head and block) and one b x b product per position.
 The rotations depend on learned parameters, so under autograd they are rebuilt per block (Encoding.per_positions).
-Differences from the authors: one set of angle matrices for all layers (the harness has one encoding per model;
-they learn one per layer); LM positions instead of image patches.
+Per layer, as the authors (each attention layer owns its P and theta): layer 0's are `angle` and `multiplier`, the
+others are members (`at(layer)`, harness/encodings/_layered.py PerLayer). LM positions instead of image patches.
 """
 import torch
 from torch import nn
 
-from harness.encodings._base import Encoding
+from harness.encodings._layered import PerLayer
 
 BLOCK_SIZES = (2, 4, 8)
 AXES = 2  # (row, col)
 
 
-class Comrope(Encoding):
+class Comrope(PerLayer):
     """Learned block rotations R(p) = exp((row/w) A_row + (col/w) A_col), A_axis = theta_axis (P - P^T)."""
 
     relative = True  # exact: A_row and A_col are multiples of one skew-symmetric matrix per head and block
     rotary = True  # R(p) is orthogonal (exp of a skew-symmetric matrix)
     cacheable = True  # R(p) depends on p alone: a cached key stays valid for later queries
 
-    def __init__(self, *, head_dim, n_heads, width=16, block_size=8, init_std=1.0, axis_scale=True):
+    def __init__(self, *, head_dim, n_heads, width=16, block_size=8, init_std=1.0, axis_scale=True, n_layers=2):
         super().__init__()
         if block_size not in BLOCK_SIZES:
             raise ValueError(f"comrope block_size must be one of {list(BLOCK_SIZES)}, got {block_size!r}")
@@ -62,6 +62,9 @@ class Comrope(Encoding):
         self.angle = nn.Parameter(torch.randn(n_heads, n_blocks, block_size, block_size) * float(init_std))
         # theta: (2, D/b), one scale per axis and block, shared by the heads (the authors' `multiplier`)
         self.multiplier = nn.Parameter(torch.randn(AXES, n_blocks))
+        self.own_layers(n_layers, lambda: Comrope(head_dim=head_dim, n_heads=n_heads, width=width,
+                                                  block_size=block_size, init_std=init_std, axis_scale=axis_scale,
+                                                  n_layers=1))
 
     def rotations(self, pos, dtype=torch.float32):
         """R(p) per head, position and block: (H, T, D/b, b, b), in fp32 or wider."""

@@ -18,10 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.encodings._base import Encoding
+from harness.encodings._layered import PerLayer
 
 
-class Fox(Encoding):
+class Fox(PerLayer):
     """Layer 0's forget gate; the gates of layers 1 .. n_layers − 1 are the `deeper` members (at(layer))."""
 
     relative = True  # shift-invariant: positions are never read
@@ -29,19 +29,10 @@ class Fox(Encoding):
 
     def __init__(self, *, d_model, n_heads, n_layers=2):
         super().__init__()
-        if isinstance(n_layers, bool) or not isinstance(n_layers, int) or n_layers < 1:
-            raise ValueError(f"fox n_layers must be an integer >= 1 (one forget gate per layer), got {n_layers!r}")
         self.fgate = nn.Linear(d_model, n_heads)  # x_t (C,) -> one gate logit per head
         nn.init.normal_(self.fgate.weight, std=0.02)
         nn.init.zeros_(self.fgate.bias)
-        self.deeper = nn.ModuleList(Fox(d_model=d_model, n_heads=n_heads, n_layers=1) for _ in range(n_layers - 1))
-        self.period = n_layers
-
-    def at(self, layer):
-        if not 0 <= layer < self.period:
-            raise ValueError(f"fox was built with forget gates for {self.period} layers (n_layers), not layer "
-                             f"{layer}: build it with the model's n_layers")
-        return self if layer == 0 else self.deeper[layer - 1]
+        self.own_layers(n_layers, lambda: Fox(d_model=d_model, n_heads=n_heads, n_layers=1))
 
     def token_state(self, x):
         """x (B, T, C) attention input -> log f (B, H, T), in fp32 or wider (fp16/bf16 logits upcast, as theirs)."""
@@ -56,7 +47,3 @@ class Fox(Encoding):
                              f"got {None if state is None else tuple(state.shape)} for {k.shape[-2]} keys")
         c = state.cumsum(-1)  # (B, H, Tk): c_j = Σ_{l<=j} log f_l
         return c[..., -q.shape[-2]:, None] - c[..., None, :]
-
-    def end_forward(self):
-        for e in self.deeper:
-            e.end_forward()

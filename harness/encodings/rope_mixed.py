@@ -17,11 +17,10 @@ their rope_theta for the mixed models, 10.0 (rope_mixed_deit_*; their axial mode
 Relative: a score is a function of (row_i - row_j, col_i - col_j) only, so shifting every position by a multiple
 of `width` (whole rows) leaves it unchanged; a shift by 1 does not (the column wraps): shift_unit = width.
 
-Differences from rope-vit: they learn one (2, H, D/2) table per layer; here one per model, shared by every block
-(the harness hands one encoding to all blocks; per-layer tables would need the `at(layer)` / `period` policy).
-Their class token is left unrotated; a language model has none. Layout `interleaved` (pairs (2j, 2j+1), their
-view_as_complex convention) is the default; `half` pairs (j, j + D/2), the same model up to a fixed feature
-permutation. The table is per head (H, T, D/2), which the fused kernels do not take: the rotation runs on the
+Per layer, as rope-vit (one (2, H, D/2) table per block, each with its own random init): layer 0's is `freqs`,
+the others are members (`at(layer)`, harness/encodings/_layered.py PerLayer). Their class token is left
+unrotated; a language model has none. Layout `interleaved` (pairs (2j, 2j+1), their view_as_complex convention) is
+the default; `half` pairs (j, j + D/2), the same model up to a fixed feature permutation. The table is per head (H, T, D/2), which the fused kernels do not take: the rotation runs on the
 plain-PyTorch `eager` formula (harness/rope/rotation.py), which broadcasts it over the batch.
 """
 import math
@@ -29,7 +28,7 @@ import math
 import torch
 from torch import nn
 
-from harness.encodings._base import Encoding
+from harness.encodings._layered import PerLayer
 from harness.rope import LAYOUTS
 from harness.rope.apply import apply_rotary_qk
 
@@ -43,13 +42,13 @@ def init_mixed_freqs(head_dim, n_heads, base):
     return torch.stack((mag * direction.cos(), mag * direction.sin()))  # (2, H, D/2)
 
 
-class RopeMixed(Encoding):
-    """Learned mixed-axis frequencies `freqs` (2, n_heads, head_dim/2), one table for the whole model."""
+class RopeMixed(PerLayer):
+    """Learned mixed-axis frequencies `freqs` (2, n_heads, head_dim/2) of layer 0; `deeper` holds the others."""
 
     relative = True
     rotary = True
 
-    def __init__(self, *, head_dim, n_heads, width=16, base=10.0, layout="interleaved"):
+    def __init__(self, *, head_dim, n_heads, width=16, base=10.0, layout="interleaved", n_layers=2):
         super().__init__()
         if head_dim % 4:
             raise ValueError(f"rope_mixed needs head_dim divisible by 4 (D/4 magnitudes, two directions), "
@@ -66,6 +65,8 @@ class RopeMixed(Encoding):
         self.width = int(width)
         self.shift_unit = self.width  # whole rows: (row, col) -> (row + n, col)
         self.freqs = nn.Parameter(init_mixed_freqs(head_dim, n_heads, self.base))
+        self.own_layers(n_layers, lambda: RopeMixed(head_dim=head_dim, n_heads=n_heads, width=width, base=base,
+                                                    layout=layout, n_layers=1))
 
     def table(self, pos, dtype=torch.float32):
         """cos, sin (H, T, D/2) for positions pos (T,). Built once per forward where it needs no grad (eval);
