@@ -1,15 +1,22 @@
 """How often the kernel-speed gate passes an unchanged tree and catches a 2x slowdown: N runs of each.
 
   python -m tests.gate_trials --n 20 [--keys cpu/fwd/half/float32/prefill ...]
+  python -m tests.gate_trials --estimate "AMD EPYC avx2"   # no runs: the pass rates the committed trials imply
 
 Each trial is a fresh `python -m harness.measure.kernel_bench check` process (as `make bench-check` runs it);
 a planted trial wraps harness.rope.cpu.launch to run its kernel twice (tests/test_bench_gate.py's PLANT).
 Prints one line per trial and the two counts; not part of make test (minutes)."""
 import argparse
+import json
+import math
 import re
 import sys
 
-from tests.test_bench_gate import PLANT, _gate
+import numpy as np
+import scipy.stats
+
+from harness.measure.kernel_gate import floors
+from tests.test_bench_gate import BASELINE, PLANT, ROOT, _gate
 
 
 def trial(planted, keys=None):
@@ -20,11 +27,49 @@ def trial(planted, keys=None):
     return run.returncode, best, runs
 
 
+def estimate(doc, machine):
+    """{key: (n, mean, sd, floor, P(unchanged fails), P(2x slower passes))} from the trial samples of the machine
+    entry whose name contains `machine`. Each key's best-of-runs R is modelled as normal with the samples' mean and
+    sd; a new trial is predicted by Student's t with n - 1 degrees of freedom and scale sd * sqrt(1 + 1/n) (the
+    samples' own uncertainty included). A 2x slower kernel measures R / 2: mean / 2, sd / 2."""
+    names = [m for m in doc["machines"] if machine in m]
+    if len(names) != 1:
+        raise ValueError(f"--estimate {machine!r} must name exactly one machine entry; entries: "
+                         f"{list(doc['machines'])}")
+    floor, out = floors(doc), {}
+    for key, xs in doc["machines"][names[0]].items():
+        x = np.asarray(xs, dtype=float)
+        if len(x) < 3:
+            continue
+        n, mean, sd = len(x), float(x.mean()), float(x.std(ddof=1))
+        pred = scipy.stats.t(df=n - 1, loc=mean, scale=sd * math.sqrt(1 + 1 / n))
+        slow = scipy.stats.t(df=n - 1, loc=mean / 2, scale=sd / 2 * math.sqrt(1 + 1 / n))
+        out[key] = (n, mean, sd, floor[key], float(pred.cdf(floor[key])), float(slow.sf(floor[key])))
+    return out
+
+
+def print_estimate(machine):
+    with open(ROOT / BASELINE) as f:
+        est = estimate(json.load(f), machine)
+    p_pass = 1.0
+    for key, (n, mean, sd, fl, fail, slow) in est.items():
+        p_pass *= 1 - fail
+        print(f"{key}: n {n}  R {mean:.3f} sd {sd:.3f}  floor {fl:.3f}  P(unchanged fails) {fail:.1e}  "
+              f"P(2x slower passes) {slow:.1e}")
+    print(f"P(an unchanged tree passes every key) = {p_pass:.6f} (keys independent; per 100 runs: "
+          f"{100 * p_pass:.2f} expected passes)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--keys", nargs="*", help="baseline keys (default: the planted kernel's key)")
+    ap.add_argument("--estimate", metavar="MACHINE", help="print the pass rates implied by the committed trial "
+                                                          "samples of this machine entry, run nothing")
     a = ap.parse_args(argv)
+    if a.estimate:
+        print_estimate(a.estimate)
+        return 0
     counts = {}
     for planted in (False, True):
         for i in range(a.n):

@@ -5,6 +5,7 @@ kernel twice (the extra pass a careless change would add), then the real CLI run
 committed baseline. The child gets the same GLIBC_TUNABLES as `make bench-check`.
 """
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -76,3 +77,20 @@ def test_gate_fails_on_planted_slowdown():
     run = _gate("-c", PLANT)
     assert run.returncode == 1, run.stdout + run.stderr
     assert f"KERNEL SPEED REGRESSION {KEY}" in run.stdout
+
+
+def test_gate_trials_estimate_reads_one_machine_and_brackets_the_floor():
+    """tests/gate_trials.py --estimate: a key whose trials sit far above its floor almost never fails unchanged;
+    one whose trials straddle the floor fails about half the time (the t prediction is centred on the mean)."""
+    from tests.gate_trials import estimate
+    far = [1.0, 1.02, 0.98, 1.01, 0.99]
+    doc = {"R": {"a": 1.0, "b": 1.0},
+           "machines": {"kind X trials": {"a": far, "b": far}, "kind Y": {"a": [0.55], "b": [1.9]}}}
+    est = estimate(doc, "X trials")
+    n, mean, sd, floor, fail, slow = est["a"]  # floor sqrt(0.55 * 1.02 / 2) = 0.530: ~30 sd below
+    assert n == 5 and mean == pytest.approx(1.0) and floor == pytest.approx(math.sqrt(0.55 * 1.02 / 2))
+    assert fail < 1e-4 and slow < 1e-3  # t with 4 degrees of freedom: heavy tails, ~5e-6 at 30 sd
+    floor_b = est["b"][3]  # sqrt(0.98 * 1.9 / 2) = 0.965, inside the samples' spread
+    assert 0.05 < est["b"][4] < 0.5 and floor_b == pytest.approx(math.sqrt(0.98 * 1.9 / 2))
+    with pytest.raises(ValueError, match="exactly one machine entry"):
+        estimate(doc, "kind")
