@@ -85,11 +85,11 @@ def test_gate_trials_estimate_reads_one_machine_and_brackets_the_floor():
     from tests.gate_trials import estimate
     far = [1.0, 1.02, 0.98, 1.01, 0.99]
     doc = {"R": {"a": 1.0, "b": 1.0},
-           "machines": {"kind X trials": {"a": far, "b": far}, "kind Y": {"a": [0.55], "b": [1.9]}}}
+           "machines": {"kind X trials": {"a": far, "b": far}, "kind Y": {"a": [0.75], "b": [1.9]}}}
     est = estimate(doc, "X trials")
-    n, mean, sd, floor, fail, slow = est["a"]  # floor sqrt(0.55 * 1.02 / 2) = 0.530: ~30 sd below
-    assert n == 5 and mean == pytest.approx(1.0) and floor == pytest.approx(math.sqrt(0.55 * 1.02 / 2))
-    assert fail < 1e-4 and slow < 1e-3  # t with 4 degrees of freedom: heavy tails, ~5e-6 at 30 sd
+    n, mean, sd, floor, fail, slow = est["a"]  # floor sqrt(0.75 * 1.02 / 2) = 0.618: 22 sd below, 14 above R / 2
+    assert n == 5 and mean == pytest.approx(1.0) and floor == pytest.approx(math.sqrt(0.75 * 1.02 / 2))
+    assert fail < 1e-4 and slow < 1e-3  # t with 4 degrees of freedom: heavy tails
     floor_b = est["b"][3]  # sqrt(0.98 * 1.9 / 2) = 0.965, inside the samples' spread
     assert 0.05 < est["b"][4] < 0.5 and floor_b == pytest.approx(math.sqrt(0.98 * 1.9 / 2))
     with pytest.raises(ValueError, match="exactly one machine entry"):
