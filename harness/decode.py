@@ -1,11 +1,11 @@
-"""KV-cache decoding: a prefill, then tokens one (or a few) at a time, each attending to the cached keys and
-values instead of rerunning the prefix. The encoding's hooks are called exactly as in a full forward but with
-the new positions only: `embed(x, pos)`, `rotate(q, k, pos)` and `token_state(x)` on the new tokens,
-`scores_bias(q, k, pos, cached_pos, state)` for the new queries against every cached key and its state. Whatever an encoding computes from absolute positions
-must therefore not depend on how many positions one call holds; `tests/test_decode.py` checks, for every registered
-encoding, that decoding gives the logits of one full forward (the x-transformers bugs #242 and #70 were ALiBi and
-absolute PEs wrong with cached memories). Softmax attention only (an encoding's own normalizer, `normalize`,
-included); the SDPA path (no FlexAttention)."""
+"""KV-cache decoding: a prefill, then tokens one (or a few) at a time, each attending to the cached keys and values
+instead of rerunning the prefix. The encoding's hooks are called exactly as in a full forward but with the new
+positions only: `embed(x, pos)`, `rotate(q, k, pos)` and `token_state(x)` on the new tokens, `scores_bias(q, k, pos,
+cached_pos, state)` for the new queries against every cached key and its state. Whatever an encoding computes from
+absolute positions must therefore not depend on how many positions one call holds; `tests/test_decode.py` checks,
+for every registered encoding, that decoding gives the logits of one full forward (the x-transformers bugs #242 and
+#70 were ALiBi and absolute PEs wrong with cached memories). Softmax attention only (an encoding's own normalizer,
+`normalize`, included); the SDPA path (no FlexAttention)."""
 import math
 
 import torch

@@ -20,8 +20,9 @@ of `width` (whole rows) leaves it unchanged; a shift by 1 does not (the column w
 Per layer, as rope-vit (one (2, H, D/2) table per block, each with its own random init): layer 0's is `freqs`,
 the others are members (`at(layer)`, harness/encodings/_layered.py PerLayer). Their class token is left
 unrotated; a language model has none. Layout `interleaved` (pairs (2j, 2j+1), their view_as_complex convention) is
-the default; `half` pairs (j, j + D/2), the same model up to a fixed feature permutation. The table is per head (H, T, D/2), which the fused kernels do not take: the rotation runs on the
-plain-PyTorch `eager` formula (harness/rope/rotation.py), which broadcasts it over the batch.
+the default; `half` pairs (j, j + D/2), the same model up to a fixed feature permutation. The table is per head
+(H, T, D/2), which the fused kernels do not take: the rotation runs on the plain-PyTorch `eager` formula
+(harness/rope/rotation.py), which broadcasts it over the batch.
 """
 import math
 
