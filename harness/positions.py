@@ -1,4 +1,5 @@
-"""Randomized positional encodings (Ruoss et al. 2023): train on positions drawn from a larger range."""
+"""Positions: randomized (Ruoss et al. 2023: train on positions drawn from a larger range), and the raster reading
+of a 1-D position that the 2D/3D encodings share."""
 import torch
 
 
@@ -13,3 +14,15 @@ def remap(pos: torch.Tensor, max_position: int, generator: torch.Generator) -> t
     """Replace a task's positions pos (T,) by an order-preserving random subset of [0, max_position)."""
     table = randomized(int(pos.max()) + 1, max_position, generator)  # one new position per old one
     return table[pos]
+
+
+def raster(pos: torch.Tensor, sizes) -> torch.Tensor:
+    """pos (T,) int -> (len(sizes) + 1, T) coordinates of a row-major raster whose trailing axes have `sizes`:
+    (width,) gives (row, col), (height, width) gives (frame, row, col); the leading axis is unbounded. Floor
+    division, so negative positions decode too and a shift by prod(sizes) moves the leading coordinate only."""
+    coords = []
+    for size in reversed(sizes):
+        q = torch.div(pos, size, rounding_mode="floor")
+        coords.append(pos - q * size)
+        pos = q
+    return torch.stack([pos, *reversed(coords)])

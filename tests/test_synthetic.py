@@ -218,3 +218,14 @@ def test_every_task_refuses_a_length_below_its_minimum_with_one_line_naming_it(t
     m = _minimum(task)
     with pytest.raises(ValueError, match=rf"^task '{task}' needs length >= {m}; got {m - 1}$"):
         S.generate(task, 2, m - 1, _gen(0))
+
+
+def test_raster_reads_positions_as_the_grid_tasks_lay_them_out():
+    """harness.positions.raster, the reading rope2d, rope_mixed, comrope and mrope share, inverts the layouts of
+    grid_batch (p = 16 row + col) and grid3d (p = 16 frame + 4 row + col), negative positions included."""
+    from harness.positions import raster
+    frame, row, col = torch.meshgrid(torch.arange(-3, 5), torch.arange(4), torch.arange(4), indexing="ij")
+    p = (16 * frame + 4 * row + col).flatten()
+    assert torch.equal(raster(p, (4, 4)), torch.stack((frame.flatten(), row.flatten(), col.flatten())))
+    r, c = torch.meshgrid(torch.arange(-2, 6), torch.arange(16), indexing="ij")
+    assert torch.equal(raster((16 * r + c).flatten(), (16,)), torch.stack((r.flatten(), c.flatten())))

@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from harness.encodings._layered import PerLayer
+from harness.positions import raster
 
 BLOCK_SIZES = (2, 4, 8)
 AXES = 2  # (row, col)
@@ -76,8 +77,7 @@ class Comrope(PerLayer):
         p = self.angle.to(work)
         skew = p - p.transpose(-1, -2)  # (H, D/b, b, b)
         theta = self.multiplier.to(work)  # (2, D/b)
-        row = torch.div(pos, self.width, rounding_mode="floor")
-        col = pos - row * self.width
+        row, col = raster(pos, (self.width,))
         factors = []
         for axis, coord in enumerate((row, col)):
             values, where = torch.unique(coord, return_inverse=True)  # (U,), (T,)

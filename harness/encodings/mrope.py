@@ -26,6 +26,7 @@ edge. The rotation of a key depends on its own position only, so cached keys sta
 import torch
 
 from harness.encodings._base import Encoding
+from harness.positions import raster
 from harness.rope import frequencies, rotary_table
 from harness.rope.apply import apply_rotary_qk, check_impl
 
@@ -84,11 +85,7 @@ class MRoPE(Encoding):
 
     def coordinates(self, pos):
         """pos (T,) int -> (3, T) int: (t, h, w) of each position in the frame raster."""
-        frame = self.height * self.width
-        t = torch.div(pos, frame, rounding_mode="floor")
-        row = torch.div(pos, self.width, rounding_mode="floor")
-        return torch.stack((t, row - torch.div(row, self.height, rounding_mode="floor") * self.height,
-                            pos - row * self.width))
+        return raster(pos, (self.height, self.width))
 
     def table(self, pos, dtype=torch.float32):
         """cos, sin (T, D/2): pair j's phase is coordinate axes[j] times base^(-2j/D). Made in fp32+ (no buffer a

@@ -3,6 +3,7 @@ half by the column. 1-D positions p are read as a row-major grid: (p // width, p
 import torch
 
 from harness.encodings._base import Encoding
+from harness.positions import raster
 from harness.rope import LAYOUTS, frequencies, rotary_table
 from harness.rope.apply import apply_rotary_qk, check_impl
 
@@ -34,8 +35,7 @@ class Rope2D(Encoding):
     def _table(self, pos, dtype):
         work = torch.promote_types(torch.float32, dtype)
         inv_freq = frequencies("default", self.head_dim // 2, self.base)[0].to(pos.device, work)  # (D/4,)
-        row = torch.div(pos, self.width, rounding_mode="floor")
-        col = pos - row * self.width
+        row, col = raster(pos, (self.width,))
         cr, sr = rotary_table(inv_freq, row, dtype=work)
         cc, sc = rotary_table(inv_freq, col, dtype=work)
         return torch.cat((cr, cc), dim=-1), torch.cat((sr, sc), dim=-1)

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from harness.encodings._layered import PerLayer
+from harness.positions import raster
 from harness.rope import LAYOUTS
 from harness.rope.apply import apply_rotary_qk
 
@@ -79,8 +80,7 @@ class RopeMixed(PerLayer):
         # compute_mixed_cis does with autocast off: a bf16 phase would be off by up to pi at large positions
         work = torch.promote_types(torch.float32, dtype)
         f = self.freqs.to(work)  # (2, H, D/2)
-        row = torch.div(pos, self.width, rounding_mode="floor")
-        col = pos - row * self.width
+        row, col = raster(pos, (self.width,))
         phase = col.to(work)[:, None] * f[0, :, None, :] + row.to(work)[:, None] * f[1, :, None, :]  # (H, T, D/2)
         return phase.cos(), phase.sin()
 
