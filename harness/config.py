@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from harness import encodings, flex, resolvers, synthetic  # noqa: F401 - resolvers: conf/ interpolates them
 from harness.config_eval import (EXTENSIONS, PROTOCOLS, EffectiveLengthConfig, EvalConfig,  # noqa: F401 - re-exported
                                  ExtensionConfig, _choice, _positive, protocol_list)
+from harness.config_pretrained import PretrainedConfig  # noqa: F401 - re-exported
 from harness.pipelines import Pipeline, load_pipeline, pipeline_names
 
 # Names this schema validates, owned here (the eval section's in harness.config_eval); encoding and synthetic-task
@@ -174,6 +175,8 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
+    # set (pretrained=smollm2): evaluate that pretrained checkpoint instead of training a model (harness.pretrained)
+    pretrained: Optional[PretrainedConfig] = None
     seed: int = 0
     # Seeds a sweep preset runs (its sweeper sweeps seed over range(0, seeds)): every comparison is paired
     # by seed, since the seed sets model init, data order and eval windows. Not part of a run dir's name.

