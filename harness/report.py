@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import (report_budget, report_chomsky, report_confidence, report_flex, report_lmeval, report_longctx,
-                     report_precision, results, stats, wandb_sink)
+                     report_precision, report_pretrained, results, stats, wandb_sink)
 from harness.measure.precision_pipelines import MAX_LEN
 from harness.report_labels import prepare, variants
 from harness.report_plots import fig_bars, fig_cost, fig_curves, fig_passkey, fig_training, save
@@ -173,7 +173,10 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
     df = results.load(*paths)
     if df.empty:
         raise ValueError(f"no rows under {[str(p) for p in paths]}; run a sweep first (make sweep)")
-    df = prepare(df)
+    if len(report_pretrained.prepare(df)) == len(df):  # only pretrained-model rows: their own report
+        return report_pretrained.build(paths, out)
+    raw, pretrained = df, df[df.params.str.contains('"pretrained"')]  # with trained runs: a section at the end
+    df = prepare(df[~df.index.isin(pretrained.index)])
     reference = pick_reference(df, reference)  # an unknown reference fails before any file is written
     report_flex.read(flex)  # so does a bad --flex file
     out.mkdir(parents=True, exist_ok=True)
@@ -203,6 +206,7 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
     md += report_precision.section(df, paths, out, made, md_table, kernel_max_len)
     md += report_flex.section(flex, out, made)
     md += training_section(df, out, made)
+    md += report_pretrained.section(pretrained, raw, out, made) if len(pretrained) else []
     nan = df[df.value.isna() & df.params.str.contains("nan_reason")]
     if not nan.empty:
         md += ["## Not measurable\n"] + sorted({f"- {r.variant} at {r.eval_len}: {json.loads(r.params)['nan_reason']}"

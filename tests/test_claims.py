@@ -12,8 +12,8 @@ import yaml
 
 from harness import encodings, results, stats
 from harness import model as model_lib
-from harness.claims import (CLAIMS, costs, judge, maths, run, trained, trained_compare, trained_content, trained_layers,
-                            trained_normalizers)
+from harness.claims import (CLAIMS, costs, judge, maths, pretrained, run, trained, trained_compare, trained_content,
+                            trained_layers, trained_normalizers)
 from harness.claims.attention import locality, probabilities
 from harness.claims.table import VERDICTS, Claim, Evidence, by_parts, plot, write
 from harness.config import from_dict, to_dict
@@ -129,6 +129,14 @@ CASES = {
     trained_content.cope_counts_rule: [(ivs(d1=0.3, d4=0.2), S), (ivs(d1=-0.3, d4=-0.2), C),
                                        (ivs(d1=0.3, d4=(0.05, -0.1, 0.2)), I), (ivs(d1=0.3, d4=-0.2), I),
                                        (ivs(n=2, d1=0.3, d4=0.2), I), ({}, I)],
+    pretrained.rises_past_context_rule: [(ivs(rise=0.4), S), (ivs(rise=-0.1), C), (ivs(rise=(0.1, -0.1, 0.3)), I),
+                                         (ivs(n=2, rise=0.4), I), ({}, I)],
+    pretrained.ntk_yarn_beat_pi_rule: [(ivs(ntk=-0.3, yarn=-0.4), S), (ivs(ntk=0.3, yarn=0.4), C),
+                                       (ivs(ntk=-0.3, yarn=0.4), I), (ivs(ntk=-0.3, yarn=(0.0, -0.1, 0.1)), I),
+                                       (ivs(n=2, ntk=-0.3, yarn=-0.4), I), ({}, I)],
+    pretrained.bf16_positions_hurt_rule: [(ivs(late=1e-3, gap=0.01), S), (ivs(late=-1e-3, gap=-0.01), C),
+                                          (ivs(late=1e-3, gap=(0.0, -0.01, 0.01)), I), (ivs(n=2, late=1e-3, gap=0.01), I),
+                                          ({}, I)],
     trained_compare.rope_vs_learned_rule: [(_rvl(0.8), S), (_rvl(1.2), C), (_rvl(0.8, params=8.0), C), (_rvl(1.05), I),
                                    (_rvl((1.0, 0.9, 1.1)), I), (_rvl(0.8, n=2), I), (_rvl(0.8, params=NAN), I)],
 }

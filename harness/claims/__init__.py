@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from harness.claims import (costs, maths, trained, trained_compare, trained_content, trained_layers,
+from harness.claims import (costs, maths, pretrained, trained, trained_compare, trained_content, trained_layers,
                             trained_normalizers)
 from harness.claims.table import Claim, write
 
@@ -93,6 +93,20 @@ CLAIMS = [
           "Golovneva et al. 2024, Contextual Position Encoding (arXiv 2405.18719), §4 counting task; "
           "facebookresearch/RAM projects/cope", f"make sweep SWEEP=content && {CLAIM} 21",
           trained_content.cope_counts, trained_content.cope_counts_rule),
+    Claim(22, "Without an extension, a RoPE model's perplexity rises past its trained context (a real pretrained "
+              "model, SmolLM2-135M, at 2x its 8192 tokens).",
+          "Press et al. 2022 (arXiv 2108.12409), §2 and Fig. 1: rotary models degrade past the training length",
+          f"make pretrained && {CLAIM} 22", pretrained.rises_past_context, pretrained.rises_past_context_rule),
+    Claim(23, "Without fine-tuning, NTK-aware scaling and YaRN beat linear position interpolation at 2x the trained "
+              "context (SmolLM2-135M).",
+          "Peng et al. 2023, YaRN (arXiv 2309.00071), §3 and Table 1 (PI degrades without fine-tuning; NTK-aware "
+          "and YaRN less); bloc97 2023, NTK-aware scaled RoPE",
+          f"make pretrained && {CLAIM} 23", pretrained.ntk_yarn_beat_pi, pretrained.ntk_yarn_beat_pi_rule),
+    Claim(24, "RoPE positions held in bf16 hurt a real model at long positions (SmolLM2-135M, the rest of the model "
+              "in fp32).",
+          "Wang et al. 2024, AnchorAttention (arXiv 2411.13476), §3: bf16 breaks RoPE's relative property, "
+          "worse with position",
+          f"make pretrained && {CLAIM} 24", pretrained.bf16_positions_hurt, pretrained.bf16_positions_hurt_rule),
 ]
 
 

@@ -1,0 +1,64 @@
+"""Does the laptop study predict the real model? The eval-time RoPE extensions ranked on the laptop models (sweep
+`extension`: model=tiny trained at 64 tokens, PPL at 2x and 4x the train length, n = seeds) and on a pretrained model
+(sweep `pretrained`: bits per byte at the same ratio of evaluation length to trained context, n = windows).
+
+Kendall tau-b between the two orders of the variants both have (harness.stats.kendall_tau: its interval resamples
+the seeds and the windows independently), and, for every pair of variants, whether its order is established on
+each side (paired 95% CI of the difference excludes 0) and, where it is on both, whether the two agree or flip."""
+import json
+
+import pandas as pd
+
+from harness import stats
+
+
+def _params(df):
+    return df.params.map(json.loads)
+
+
+def laptop_table(df, ratio):
+    """(seed x variant) PPL at `ratio` x the train length from sweep `extension`'s rope runs: each eval-time
+    extension (no fine-tune) and `none`, the trained RoPE's own rows."""
+    d = df[(df.sweep == "extension") & (df.metric == "ppl") & (df.protocol == "nonoverlapping")]
+    d = d[d.eval_len == ratio * d.train_len]
+    if d.empty:
+        return pd.DataFrame()
+    p = _params(d)
+    keep = ~p.map(lambda q: "finetune_steps" in q)
+    d = d[keep].assign(variant=p[keep].map(lambda q: q.get("extension", "none")))
+    return stats.seed_table(d, "variant")
+
+
+def real_table(df, ratio, corpus="pystdlib"):
+    """(window x variant) bits per byte at `ratio` x the trained context, the harness's RoPE, factor = ratio
+    (none and dynamic take 1)."""
+    d = df[(df.metric == "bpb") & df.params.str.contains('"pretrained"')]
+    d = d[d.eval_len == ratio * d.train_len]
+    if d.empty:
+        return pd.DataFrame()
+    p = _params(d)
+    ok = p.map(lambda q: q.get("rope_impl") == "harness" and q.get("corpus") == corpus and q.get("pipeline") is None
+               and q["factor"] in (1.0, float(ratio)))
+    return stats.seed_table(d[ok].assign(variant=p[ok].map(lambda q: q["extension"])), "variant")
+
+
+def pairs(toy, real):
+    """One row per pair (a, b) of shared variants: each side's paired a - b (lower is better on both) and the
+    outcome: agree, flip, or which side has not established the order."""
+    cols = [c for c in toy.columns if c in set(real.columns)]
+    out = []
+    for i, a in enumerate(cols):
+        for b in cols[i + 1:]:
+            t, r = stats.paired(toy[a], toy[b]), stats.paired(real[a], real[b])
+            if t.significant and r.significant:
+                outcome = "agree" if (t.diff > 0) == (r.diff > 0) else "flip"
+            else:
+                outcome = "not established on " + " and ".join(
+                    s for s, x in (("laptop", t), ("real", r)) if not x.significant)
+            out.append(dict(a=a, b=b, laptop=t, real=r, outcome=outcome))
+    return pd.DataFrame(out)
+
+
+def tau(toy, real, seed=0):
+    """stats.Tau of the two orders over the variants both tables have."""
+    return stats.kendall_tau(toy, real, seed=seed)

@@ -1,0 +1,265 @@
+"""The pretrained-model report: rows of harness.pretrained.study (sweeps pretrained, pretrained_precision) and the
+laptop extension sweep -> report.md + pretrained.png, and the README's generated block.
+
+`python -m harness.report_pretrained RESULTS... [--out DIR] [--readme README.md --write|--check]`. Every number
+over windows is `mean ± half-width of its 95% t interval` with n = windows (harness.stats); differences are
+paired on the same windows."""
+import argparse
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from harness import results, stats
+from harness.pretrained import transfer
+from harness.pretrained.variants import EXTENSIONS
+from harness.report_plots import BAND_ALPHA, save, style
+
+BLOCK = re.compile(r"(<!-- pretrained-table: (\S+) -->\n)(.*?)(<!-- /pretrained-table -->)", re.S)
+ORDER = list(EXTENSIONS)
+
+
+def prepare(df):
+    """The pretrained rows with their knobs as columns: variant (extension, `xF` where F != 1), impl, corpus,
+    pipeline, pos_lo."""
+    d = df[df.params.str.contains('"pretrained"')].copy()
+    p = d.params.map(json.loads)
+    d["extension"] = p.map(lambda q: q["extension"])
+    d["variant"] = p.map(lambda q: q["extension"] if q["factor"] == 1 else f"{q['extension']} x{q['factor']:g}")
+    for key in ("rope_impl", "corpus", "pipeline", "pos_lo"):
+        d[key] = p.map(lambda q, k=key: q.get(k))
+    return d
+
+
+def _order(names):
+    return sorted(names, key=lambda v: (ORDER.index(v.split(" ")[0]) if v.split(" ")[0] in ORDER else 99, v))
+
+
+def _cell(x):
+    return "—" if x.n == 0 else (f"{x.mean:.3f}" if x.n < 2 else f"{x.mean:.3f} ± {x.half:.3f}")
+
+
+def _diff(x):
+    return "—" if x.n < 2 else f"{x.diff:+.3f} [{x.lo:+.3f}, {x.hi:+.3f}]{' *' if x.significant else ''}"
+
+
+def lm_rows(d, corpus="pystdlib"):
+    return d[(d.metric == "bpb") & (d.rope_impl == "harness") & (d.corpus == corpus) & d.pipeline.isna()]
+
+
+def bpb_table(d, corpus="pystdlib"):
+    """Markdown: variant x length, bits per byte, mean ± half over windows; and n."""
+    b = lm_rows(d, corpus)
+    lens = sorted(b.eval_len.unique())
+    lines = ["| variant | " + " | ".join(f"{L}" for L in lens) + " |", "|---" * (len(lens) + 1) + "|"]
+    for v in _order(b.variant.unique()):
+        cells = [_cell(stats.interval(b[(b.variant == v) & (b.eval_len == L)].value)) for L in lens]
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    return lines, int(b.seed.nunique())
+
+
+def reference_line(d):
+    """The `none` rows against transformers' own forward on the same windows."""
+    t = d[(d.metric == "bpb") & (d.rope_impl == "transformers")]
+    if t.empty:
+        return "transformers' own forward: not measured."
+    h = lm_rows(d, t.corpus.iloc[0])
+    h = h[(h.extension == "none") & (h.eval_len == t.eval_len.iloc[0])]
+    m = t.set_index("seed").value.align(h.set_index("seed").value, join="inner")
+    gap = float((m[0] - m[1]).abs().max())
+    return (f"With the checkpoint's own RoPE (`none`) the harness's rotation gives transformers' unmodified forward: "
+            f"max |Δ bits/byte| = {gap:.1e} at {int(t.eval_len.iloc[0])} tokens over n = {len(m[0])} windows.")
+
+
+def comparisons(d, L, against, corpus="pystdlib"):
+    """Markdown: every variant minus each of `against` in bits per byte at length L, paired on the windows."""
+    t = stats.seed_table(lm_rows(d, corpus).query("eval_len == @L"), "variant")
+    against = [a for a in against if a in t]
+    if not against:
+        return []
+    lines = ["| variant | " + " | ".join(f"− {a}" for a in against) + " |", "|---" * (len(against) + 1) + "|"]
+    for v in _order(t.columns):
+        lines.append(f"| {v} | " + " | ".join("" if v == a else _diff(stats.paired(t[v], t[a])) for a in against)
+                     + " |")
+    return lines
+
+
+def precision_lines(d):
+    """Markdown: per corpus and pipeline, mean KL to the fp32 pipeline in three position ranges, kl_safe_len and
+    the PPL gap at the longest length (n = windows)."""
+    p = d[d.pipeline.notna()]
+    if p.empty:
+        return []
+    out = ["| corpus | pipeline | KL, positions < 1024 | KL, 4096–8191 | KL, ≥ 8192 | kl_safe_len | PPL gap at "
+           f"{int(p.eval_len.max())} |", "|---|---|---|---|---|---|---|"]
+    for (corpus, name), g in p.groupby(["corpus", "pipeline"]):
+        kl = g[g.metric == "kl_fp32"]
+
+        def rng(lo, hi):  # per window: the mean KL over the log windows inside [lo, hi), weighted by width
+            k = kl[(kl.pos_lo >= lo) & (kl.eval_len <= hi)]
+            w = k.eval_len - k.pos_lo
+            return stats.interval((k.value * w).groupby(k.seed).sum() / w.groupby(k.seed).sum())
+        safe = stats.interval(g[g.metric == "kl_safe_len"].value)
+        gap = stats.interval(g[(g.metric == "ppl_gap") & (g.eval_len == g.eval_len.max())].value)
+        out.append(f"| {corpus} | {name} | {_sci(rng(0, 1024))} | {_sci(rng(4096, 8192))} | "
+                   f"{_sci(rng(8192, 10 ** 9))} | {safe.mean:.0f} (min {g[g.metric == 'kl_safe_len'].value.min():.0f}) "
+                   f"| {_sci(gap)} |")
+    return out
+
+
+def _sci(x):
+    return "—" if x.n == 0 else f"{x.mean:.2e} ± {x.half:.1e}" if x.n > 1 else f"{x.mean:.2e}"
+
+
+def transfer_lines(d, laptop, ratio):
+    toy, real = transfer.laptop_table(laptop, ratio), transfer.real_table(d, ratio)
+    if toy.empty or real.empty:
+        return [f"At {ratio}x: not measured (needs sweep extension and the pretrained rows at {ratio}x)."], None
+    tau, pr = transfer.tau(toy, real), transfer.pairs(toy, real)
+    lines = [f"At {ratio}x the trained context (laptop: PPL at {ratio}x 64 tokens, n = {tau.n_seeds_a} seeds; real: "
+             f"bits/byte at {ratio}x 8192 tokens, n = {tau.n_seeds_b} windows), {tau.n_variants} variants: Kendall "
+             f"τ-b = {tau.tau:+.2f}, 95% bootstrap interval [{tau.lo:+.2f}, {tau.hi:+.2f}]. Pairs: "
+             + ", ".join(f"{k} {v}" for k, v in pr.outcome.value_counts().items()) + ".", "",
+             "| pair (a − b) | laptop Δ PPL | real Δ bits/byte | outcome |", "|---|---|---|---|"]
+    lines += [f"| {r.a} − {r.b} | {_diff(r.laptop)} | {_diff(r.real)} | {r.outcome} |" for r in pr.itertuples()]
+    return lines, (tau, pr)
+
+
+def figure(d, out, made):
+    """pretrained.png: bits per byte vs length per variant (bands: 95% t over windows); KL to fp32 vs position
+    per precision pipeline (pystdlib solid, kjv dashed)."""
+    import matplotlib.pyplot as plt
+    kl = d[(d.metric == "kl_fp32")]
+    fig, axes = plt.subplots(1, 2 if len(kl) else 1, figsize=(13 if len(kl) else 6.5, 4.8), squeeze=False)
+    a = axes[0, 0]
+    lm = lm_rows(d)
+    for i, v in enumerate(_order(lm.variant.unique())):
+        s = stats.summarize(lm[lm.variant == v], ["eval_len"])
+        c, ls, mk = style(i)
+        a.plot(s.eval_len, s["mean"], ls, marker=mk, color=c, label=v, lw=1.6)
+        a.fill_between(s.eval_len, s.lo, s.hi, color=c, alpha=BAND_ALPHA, lw=0)
+    if not lm.empty:
+        a.axvline(int(lm.train_len.iloc[0]), color="0.4", ls=":", lw=1)
+    a.set(xscale="log", xlabel="window length (tokens; dotted: trained context)", ylabel="bits per byte",
+          title=f"extensions, no fine-tune (n = {lm.seed.nunique()} windows)")
+    a.set_xticks(sorted(lm.eval_len.unique()), [f"{L // 1024}k" for L in sorted(lm.eval_len.unique())])
+    a.legend(fontsize=8, ncol=2)
+    if len(kl):
+        _precision_panel(axes[0, 1], kl)
+    save(fig, out, "pretrained.png", made)
+
+
+def _precision_panel(b, kl):
+    for i, name in enumerate(sorted(kl.pipeline.dropna().unique())):
+        for corpus, ls in (("pystdlib", "-"), ("kjv", "--")):
+            g = kl[(kl.pipeline == name) & (kl.corpus == corpus)]
+            if g.empty:
+                continue
+            s = stats.summarize(g, ["eval_len"])
+            b.plot(s.eval_len, s["mean"], ls, color=style(i)[0], label=name if corpus == "pystdlib" else None)
+    b.axhline(1e-3, color="0.4", ls=":", lw=1)
+    b.set(xscale="log", yscale="log", xlabel="target position (end of log window; solid pystdlib, dashed kjv)",
+          ylabel="mean KL to the fp32 pipeline (nats)", title="RoPE precision pipelines (dotted: 1e-3)")
+    b.legend(fontsize=8)
+
+
+def section(df, laptop=None, out=None, made=None):
+    """Markdown lines of the pretrained section; writes pretrained.png into out when given."""
+    d = prepare(df)
+    if d.empty:
+        return []
+    r = d.iloc[0]
+    md = [f"## Pretrained model: {r.model}\n",
+          f"A real pretrained model, not trained here: {r.model} ({r.n_layers} layers, d_model {r.d_model}, "
+          f"{r.n_heads} heads of {r.head_dim}; trained context {r.train_len}), evaluated with the harness's RoPE in "
+          f"place of its own, fp32, nonoverlapping windows of the corpus's held-out split; n = windows.\n"]
+    table, n = bpb_table(d)
+    md += [f"### Bits per byte vs window length (pystdlib, n = {n} windows)\n", *table, "", reference_line(d), ""]
+    for L in sorted(lm_rows(d).eval_len.unique()):
+        rows = comparisons(d, L, ["none", "linear x2"]) if L > r.train_len else []
+        if rows:
+            md += [f"Differences in bits per byte at {L} tokens, paired on the windows: mean [95% CI] (* = the CI "
+                   f"excludes 0):\n", *rows, ""]
+    prec = precision_lines(d)
+    if prec:
+        md += ["### RoPE precision pipelines against fp32\n",
+               "The RoPE stages (positions, inv_freq, phase, table, rotation, q/k) in each pipeline's dtypes "
+               "(conf/precision/), the rest of the model in fp32; KL(p_fp32 ‖ p_pipeline) per next-token "
+               "prediction, kl_safe_len = the end of the last log window up to which every window's mean KL is at "
+               "most 1e-3 nats (mean, and min over windows).\n", *prec, ""]
+    if laptop is not None:
+        md += ["### Does the laptop study predict the real model?\n"]
+        for ratio in (2, 4):
+            md += transfer_lines(d, laptop, ratio)[0] + [""]
+    if out is not None:
+        figure(d, out, made if made is not None else [])
+        md += ["![pretrained](pretrained.png)\n"]
+    return md
+
+
+def readme_block(df, laptop):
+    """The README's generated block: bits per byte at the trained context and past it, the reference check, τ."""
+    d = prepare(df)
+    b = lm_rows(d)
+    L0 = int(b.train_len.iloc[0])
+    lens = [L for L in sorted(b.eval_len.unique()) if L >= L0]
+    lines = [f"{d.model.iloc[0]}, bits per byte on the Python stdlib's held-out split (mean ± 95% t half-width over "
+             f"n = {b.seed.nunique()} windows of {b.eval_len.max()} tokens; trained context {L0}):", "",
+             "| extension (no fine-tune) | " + " | ".join(f"{L}" for L in lens) + " |", "|---" * (len(lens) + 1) + "|"]
+    for v in _order(b.variant.unique()):
+        lines.append(f"| {v} | " + " | ".join(_cell(stats.interval(b[(b.variant == v) & (b.eval_len == L)].value))
+                                             for L in lens) + " |")
+    lines += ["", reference_line(d)]
+    t = transfer_lines(d, laptop, 2)[0] if laptop is not None else []
+    if t:
+        lines += ["", "Laptop study → real model: " + t[0]]
+    return "\n".join(lines) + "\n"
+
+
+def render(text, root):
+    """text with every pretrained block regenerated from the results dir it names (relative to root)."""
+    def one(m):
+        df = results.load(Path(root) / m.group(2))
+        return m.group(1) + readme_block(df, df) + m.group(4)
+    return BLOCK.sub(one, text)
+
+
+def build(paths, out):
+    df = results.load(*paths)
+    if prepare(df).empty:
+        raise ValueError(f"no pretrained rows under {[str(p) for p in paths]}; run make pretrained first")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    made = []
+    md = ["# Pretrained-model report\n", *section(df, df, out, made)]
+    results.atomic_write(out / "report.md", "\n".join(md).encode())
+    return out / "report.md"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m harness.report_pretrained", description=__doc__.splitlines()[0])
+    ap.add_argument("paths", nargs="+", help="dirs holding the pretrained runs and the laptop extension runs")
+    ap.add_argument("--out", default=None, help="output dir (default: the first path)")
+    ap.add_argument("--readme", default=None, help="README to regenerate the pretrained blocks of (--write/--check)")
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args(argv)
+    if a.readme:
+        text = Path(a.readme).read_text()
+        new = render(text, Path(a.readme).parent)
+        if a.check and new != text:
+            print(f"{a.readme}: a pretrained block is stale; run python -m harness.report_pretrained "
+                  f"{' '.join(a.paths)} --readme {a.readme} --write", file=sys.stderr)
+            return 1
+        if a.write:
+            Path(a.readme).write_text(new)
+        return 0
+    print(f"wrote {build(a.paths, a.out or a.paths[0])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

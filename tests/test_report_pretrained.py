@@ -1,0 +1,75 @@
+"""The pretrained report and the laptop-to-real transfer statistics on synthetic rows whose answers are known,
+and the README's generated block against the committed results."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness import report_pretrained, results
+from harness.pretrained import transfer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rows(rows):
+    df = pd.DataFrame(rows)
+    for c in results.COLUMNS:
+        if c not in df:
+            df[c] = None
+    return df[results.COLUMNS]
+
+
+def real_rows(means, lens=(8192, 16384), windows=4, noise=0.01):
+    """bpb rows of the pretrained study: means[variant] = value at 2x; at 1x every variant is 0.6."""
+    rng, out = np.random.default_rng(0), []
+    for (ext, factor), m in means.items():
+        for w in range(windows):
+            for L in lens:
+                v = (m if L == 16384 else 0.6) + noise * rng.standard_normal()
+                p = dict(pretrained="smollm2", extension=ext, factor=factor, rope_impl="harness", corpus="pystdlib")
+                out.append(dict(metric="bpb", value=v, eval_len=L, seed=w, train_len=8192, sweep="pretrained",
+                                protocol="nonoverlapping", params=json.dumps(p), model="SmolLM2", n_layers=30,
+                                d_model=576, n_heads=9, head_dim=64))
+    return out
+
+
+def laptop_rows(means, seeds=3, noise=0.01):
+    rng, out = np.random.default_rng(1), []
+    for ext, m in means.items():
+        for s in range(seeds):
+            p = {} if ext == "none" else dict(extension=ext, factor=2.0)
+            out.append(dict(metric="ppl", value=m + noise * rng.standard_normal(), eval_len=128, seed=s, train_len=64,
+                            sweep="extension", protocol="nonoverlapping", params=json.dumps(p)))
+    return out
+
+
+def test_transfer_agree_and_flip_are_found_where_both_sides_establish_the_order():
+    real = _rows(real_rows({("none", 1.0): 1.0, ("linear", 2.0): 1.2, ("ntk", 2.0): 0.7}))
+    lap = _rows(laptop_rows({"none": 5.0, "linear": 4.0, "ntk": 3.0}))
+    toy, r = transfer.laptop_table(lap, 2), transfer.real_table(real, 2)
+    assert sorted(toy.columns) == sorted(r.columns) == ["linear", "none", "ntk"]
+    pr = transfer.pairs(toy, r).set_index(["a", "b"]).outcome
+    # laptop: linear < none, real: none < linear -> flip; ntk best on both -> agree
+    got = {frozenset(k): v for k, v in pr.items()}
+    assert got[frozenset({"none", "linear"})] == "flip"
+    assert got[frozenset({"none", "ntk"})] == got[frozenset({"linear", "ntk"})] == "agree"
+    tau = transfer.tau(toy, r)
+    assert np.isclose(tau.tau, 1 / 3) and tau.n_variants == 3 and (tau.n_seeds_a, tau.n_seeds_b) == (3, 4)
+
+
+def test_an_order_within_noise_is_not_established():
+    real = _rows(real_rows({("none", 1.0): 1.0, ("linear", 2.0): 1.0}, noise=0.2))
+    lap = _rows(laptop_rows({"none": 5.0, "linear": 4.0}))
+    pr = transfer.pairs(transfer.laptop_table(lap, 2), transfer.real_table(real, 2))
+    assert pr.outcome.tolist() == ["not established on real"]
+
+
+def test_report_tables_state_n_and_the_reference_check(tmp_path):
+    rows = real_rows({("none", 1.0): 1.0, ("linear", 2.0): 1.2})
+    ref = [dict(r, params=json.dumps({**json.loads(r["params"]), "rope_impl": "transformers"}))
+           for r in rows if json.loads(r["params"])["extension"] == "none" and r["eval_len"] == 8192]
+    df = _rows(rows + ref)
+    md = "\n".join(report_pretrained.section(df, df, tmp_path, []))
+    assert "n = 4 windows" in md and "max |Δ bits/byte| = 0.0e+00 at 8192 tokens over n = 4 windows" in md
+    assert "| linear x2 | +0.19" in md and (tmp_path / "pretrained.png").is_file()
