@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import results, stats
-from harness.pretrained import transfer
+from harness.pretrained import checkpoint, transfer
 from harness.pretrained.variants import EXTENSIONS
 from harness.report_plots import BAND_ALPHA, save, style
 
@@ -128,8 +128,8 @@ def transfer_lines(d, laptop, ratio):
     return lines, (tau, pr)
 
 
-def figure(d, out, made):
-    """pretrained.png: bits per byte vs length per variant (bands: 95% t over windows); KL to fp32 vs position
+def figure(d, out, made, name="pretrained.png"):
+    """name: bits per byte vs length per variant (bands: 95% t over windows); KL to fp32 vs position
     per precision pipeline (pystdlib solid, kjv dashed)."""
     import matplotlib.pyplot as plt
     kl = d[(d.metric == "kl_fp32")]
@@ -144,12 +144,12 @@ def figure(d, out, made):
     if not lm.empty:
         a.axvline(int(lm.train_len.iloc[0]), color="0.4", ls=":", lw=1)
     a.set(xscale="log", xlabel="window length (tokens; dotted: trained context)", ylabel="bits per byte",
-          title=f"extensions, no fine-tune (n = {lm.seed.nunique()} windows)")
+          title=f"{d.model.iloc[0]}: RoPE variants, no fine-tune (n = {lm.seed.nunique()} windows)")
     a.set_xticks(sorted(lm.eval_len.unique()), [f"{L // 1024}k" for L in sorted(lm.eval_len.unique())])
     a.legend(fontsize=8, ncol=2)
     if len(kl):
         _precision_panel(axes[0, 1], kl)
-    save(fig, out, "pretrained.png", made)
+    save(fig, out, name, made)
 
 
 def _precision_panel(b, kl):
@@ -166,18 +166,27 @@ def _precision_panel(b, kl):
     b.legend(fontsize=8)
 
 
-def section(df, laptop=None, out=None, made=None):
-    """Markdown lines of the pretrained section; writes pretrained.png into out when given."""
-    d = prepare(df)
-    if d.empty:
-        return []
+def _slug(model):
+    return re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_")
+
+
+def _models(d):
+    """Models, the one with the most variants first (the extension study), then by name."""
+    return sorted(d.model.unique(), key=lambda m: (-d[d.model == m].variant.nunique(), m))
+
+
+def model_section(d, laptop=None, out=None, made=None):
+    """Markdown lines of one model's section; writes pretrained_<model>.png into out when given."""
     r = d.iloc[0]
+    about = checkpoint.scale(r.model)
     md = [f"## Pretrained model: {r.model}\n",
-          f"A real pretrained model, not trained here: {r.model} ({r.n_layers} layers, d_model {r.d_model}, "
-          f"{r.n_heads} heads of {r.head_dim}; trained context {r.train_len}), evaluated with the harness's RoPE in "
-          f"place of its own, fp32, nonoverlapping windows of the corpus's held-out split; n = windows.\n"]
+          f"A real pretrained model, not trained here: {r.model} ({about + '; ' if about else ''}{r.n_layers} layers, "
+          f"d_model {r.d_model}, {r.n_heads} heads of {r.head_dim}; trained context {r.train_len}), evaluated with "
+          f"the harness's RoPE in place of its own, fp32, nonoverlapping windows of the corpus's held-out split; the "
+          f"unit of variation is the window, n = windows.\n"]
     table, n = bpb_table(d)
-    md += [f"### Bits per byte vs window length (pystdlib, n = {n} windows)\n", *table, "", reference_line(d), ""]
+    if n:
+        md += [f"### Bits per byte vs window length (pystdlib, n = {n} windows)\n", *table, "", reference_line(d), ""]
     for L in sorted(lm_rows(d).eval_len.unique()):
         rows = comparisons(d, L, ["none", "linear x2"]) if L > r.train_len else []
         if rows:
@@ -190,33 +199,44 @@ def section(df, laptop=None, out=None, made=None):
                "(conf/precision/), the rest of the model in fp32; KL(p_fp32 ‖ p_pipeline) per next-token "
                "prediction, kl_safe_len = the end of the last log window up to which every window's mean KL is at "
                "most 1e-3 nats (mean, and min over windows).\n", *prec, ""]
-    if laptop is not None:
+    if laptop is not None and lm_rows(d).variant.nunique() > 1:
         md += ["### Does the laptop study predict the real model?\n"]
         for ratio in (2, 4):
             md += transfer_lines(d, laptop, ratio)[0] + [""]
     if out is not None:
-        figure(d, out, made if made is not None else [])
-        md += ["![pretrained](pretrained.png)\n"]
+        name = f"pretrained_{_slug(r.model)}.png"
+        figure(d, out, made if made is not None else [], name)
+        md += [f"![{r.model}]({name})\n"]
     return md
 
 
-def readme_block(df, laptop):
-    """The README's generated block: bits per byte at the trained context and past it, the reference check, τ."""
+def section(df, laptop=None, out=None, made=None):
+    """Markdown lines of the pretrained sections, one per model."""
     d = prepare(df)
-    b = lm_rows(d)
-    L0 = int(b.train_len.iloc[0])
-    lens = [L for L in sorted(b.eval_len.unique()) if L >= L0]
-    lines = [f"{d.model.iloc[0]}, bits per byte on the Python stdlib's held-out split (mean ± 95% t half-width over "
-             f"n = {b.seed.nunique()} windows of {b.eval_len.max()} tokens; trained context {L0}):", "",
-             "| extension (no fine-tune) | " + " | ".join(f"{L}" for L in lens) + " |", "|---" * (len(lens) + 1) + "|"]
-    for v in _order(b.variant.unique()):
-        lines.append(f"| {v} | " + " | ".join(_cell(stats.interval(b[(b.variant == v) & (b.eval_len == L)].value))
-                                             for L in lens) + " |")
-    lines += ["", reference_line(d)]
-    t = transfer_lines(d, laptop, 2)[0] if laptop is not None else []
-    if t:
-        lines += ["", "Laptop study → real model: " + t[0]]
-    return "\n".join(lines) + "\n"
+    return [line for m in _models(d) for line in model_section(d[d.model == m], laptop, out, made)] if len(d) else []
+
+
+def readme_block(df, laptop):
+    """The README's generated block, per model: bits per byte at its three longest lengths, the reference check,
+    and for the extension study the laptop-to-real τ."""
+    d, lines = prepare(df), []
+    for m in _models(d):
+        dm = d[d.model == m]
+        b = lm_rows(dm)
+        if b.empty:
+            continue
+        L0, lens = int(b.train_len.iloc[0]), sorted(b.eval_len.unique())[-3:]
+        lines += [f"**{m}** ({checkpoint.scale(m)}; trained context {L0}): bits per byte on the Python stdlib's "
+                  f"held-out split, mean ± 95% t half-width over n = {b.seed.nunique()} windows of {b.eval_len.max()} "
+                  f"tokens.", "",
+                  "| RoPE (no fine-tune) | " + " | ".join(f"{L}" for L in lens) + " |", "|---" * (len(lens) + 1) + "|"]
+        for v in _order(b.variant.unique()):
+            lines.append(f"| {v} | " + " | ".join(_cell(stats.interval(b[(b.variant == v) & (b.eval_len == L)].value))
+                                                 for L in lens) + " |")
+        lines += ["", reference_line(dm), ""]
+        if laptop is not None and b.variant.nunique() > 1:
+            lines += ["Laptop study → real model: " + transfer_lines(dm, laptop, 2)[0][0], ""]
+    return "\n".join(lines)
 
 
 def render(text, root):

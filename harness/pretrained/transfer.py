@@ -36,6 +36,8 @@ def real_table(df, ratio, corpus="pystdlib"):
     d = d[d.eval_len == ratio * d.train_len]
     if d.empty:
         return pd.DataFrame()
+    if d.model.nunique() > 1:
+        raise ValueError(f"real_table needs the rows of one model; got {sorted(d.model.unique())}")
     p = _params(d)
     ok = p.map(lambda q: q.get("rope_impl") == "harness" and q.get("corpus") == corpus and q.get("pipeline") is None
                and q["factor"] in (1.0, float(ratio)))
