@@ -186,3 +186,21 @@ def test_per_layer_type_rope_equals_transformers(extension, layers):
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
     if extension != "none":
         assert not torch.allclose(got, gemma3()(x[None]).logits[0], atol=1e-4)  # the extension changes the model
+
+
+@pytest.mark.parametrize("extension", ["none", "yarn", "resonance_yarn"])
+def test_kv_cache_decoding_under_the_swap_equals_the_full_forward(extension):
+    """HF's KV cache through the swapped RoPE: a prefill of 40 tokens then 8 one-token steps (rotary_emb sees the
+    offset positions) give the full forward's logits at those positions."""
+    model = llama()
+    enc, _ = variants.build(model.config.to_dict(), extension, 2.0)
+    x = ids(48)
+    with torch.no_grad(), rotary.swapped(model, enc):
+        full = model(x[None]).logits[0]
+        out = model(x[None, :40], use_cache=True)
+        steps, cache = [out.logits[0, -1]], out.past_key_values
+        for t in range(40, 47):
+            out = model(x[None, t:t + 1], past_key_values=cache, use_cache=True)
+            steps.append(out.logits[0, -1])
+            cache = out.past_key_values
+    torch.testing.assert_close(torch.stack(steps), full[39:47], atol=1e-5, rtol=0)
