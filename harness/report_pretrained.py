@@ -110,6 +110,21 @@ def precision_lines(d):
     return out
 
 
+def passkey_lines(d):
+    """Markdown: passkey accuracy per variant and length, mean ± half over samples (n = samples)."""
+    p = d[(d.metric == "acc") & (d.protocol == "passkey")]
+    if p.empty:
+        return []
+    lens = sorted(p.eval_len.unique())
+    out = [f"Greedy passkey retrieval (Mohtashami & Jaggi 2023, arXiv 2305.16300), n = {p.seed.nunique()} samples "
+           f"per length at depths spread over the context, the same keys for every variant; accuracy:\n",
+           "| variant | " + " | ".join(str(L) for L in lens) + " |", "|---" * (len(lens) + 1) + "|"]
+    for v in _order(p.variant.unique()):
+        out.append(f"| {v} | " + " | ".join(_cell(stats.interval(p[(p.variant == v) & (p.eval_len == L)].value))
+                                           for L in lens) + " |")
+    return out + [""]
+
+
 def _sci(x):
     return "—" if x.n == 0 else f"{x.mean:.2e} ± {x.half:.1e}" if x.n > 1 else f"{x.mean:.2e}"
 
@@ -192,6 +207,9 @@ def model_section(d, laptop=None, out=None, made=None):
         if rows:
             md += [f"Differences in bits per byte at {L} tokens, paired on the windows: mean [95% CI] (* = the CI "
                    f"excludes 0):\n", *rows, ""]
+    pk = passkey_lines(d)
+    if pk:
+        md += ["### Passkey retrieval\n", *pk]
     prec = precision_lines(d)
     if prec:
         md += ["### RoPE precision pipelines against fp32\n",

@@ -204,3 +204,42 @@ def test_kv_cache_decoding_under_the_swap_equals_the_full_forward(extension):
             steps.append(out.logits[0, -1])
             cache = out.past_key_values
     torch.testing.assert_close(torch.stack(steps), full[39:47], atol=1e-5, rtol=0)
+
+
+class CharTokenizer:
+    """A stand-in tokenizer for the prompt's structure: one id per character (ids 0..96 are ASCII 32..128)."""
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [min(ord(c), 127) - 31 if c != "\n" else 0 for c in text]}
+
+    def decode(self, ids):
+        return "".join("\n" if i == 0 else chr(i + 31) for i in ids)
+
+
+@pytest.mark.parametrize("depth", [0.0, 0.5, 1.0])
+def test_passkey_prompt_has_the_length_and_the_needle_at_its_depth(depth):
+    from harness.pretrained import passkey
+    tok = CharTokenizer()
+    ids = passkey.prompt(tok, 600, depth, 31415)
+    text = tok.decode(ids.tolist())
+    assert len(ids) == 600 and text.startswith(passkey.INTRO) and text.endswith(passkey.QUESTION)
+    at = text.index("The pass key is 31415")
+    frac = (at - len(passkey.INTRO)) / (600 - len(passkey.INTRO) - len(passkey.QUESTION) - 58)
+    assert abs(frac - depth) < 0.2  # a whole number of filler sentences (~90 characters) from the exact depth
+    with pytest.raises(ValueError, match="shorter than the prompt's fixed parts"):
+        passkey.prompt(tok, 100, 0.5, 31415)
+
+
+def test_passkey_greedy_with_the_cache_is_the_full_forwards_argmax():
+    from harness.pretrained import passkey
+    model = llama()
+    x = ids(30)
+    got = passkey.greedy(model, x, new_tokens=4)
+    seq = x
+    for _ in range(4):  # reference: rerun the whole prefix each step, argmax of the last position
+        with torch.no_grad():
+            seq = torch.cat([seq, model(seq[None]).logits[0, -1].argmax()[None]])
+    assert torch.equal(got, seq[30:])
+    tok = CharTokenizer()
+    assert passkey.found(tok, torch.tensor(tok(" 31415. The")["input_ids"]), 31415) == 1.0
+    assert passkey.found(tok, torch.tensor(tok(" 3141")["input_ids"]), 31415) == 0.0

@@ -12,6 +12,8 @@ each group is one forward at its longest length (tests/test_pretrained.py checks
   and `ppl` (per token); `nll_by_pos` per `bucket` of positions at the longest length; `eval_tokens_per_s` of each
   forward. With the checkpoint's own RoPE (`none`), also transformers' unmodified forward at `reference_len`
   (rows with rope_impl 'transformers'): the check that the swap is the model.
+- `study=passkey`: `acc` per (length, sample) of greedy passkey retrieval (harness.pretrained.passkey), sample i at
+  depth (i + 0.5) / windows, the same keys for every variant (`seed` = sample).
 - `study=precision`: the RoPE stages in each precision pipeline (conf/precision/) against the fp32 pipeline on
   the same windows, the rest of the model in fp32: `kl_fp32` per log window of positions (as
   harness.measure.precision_model), `ppl_gap` per length, `kl_safe_len` (the end of the last log window up to
@@ -24,7 +26,7 @@ import torch
 
 from harness import data
 from harness.measure import precision_pipelines as pp
-from harness.pretrained import checkpoint, rotary, scoring, variants
+from harness.pretrained import checkpoint, passkey, rotary, scoring, variants
 
 LN2 = math.log(2.0)
 
@@ -137,6 +139,22 @@ def precision_rows(model, encoding, wins, lens, pipelines, *, chunk, impl, kl_ba
     return rows
 
 
+def passkey_rows(model, tok, encoding, lens, samples, *, impl, progress):
+    """acc per (length, sample): sample i at depth (i + 0.5) / samples, key i of passkey.keys (protocol passkey)."""
+    rows, ks = [], passkey.keys(samples)
+    for L in lens:
+        for i, key in enumerate(ks):
+            depth = (i + 0.5) / samples
+            t = time.perf_counter()
+            with rotary.swapped(model, encoding, impl=impl):
+                cont = passkey.greedy(model, passkey.prompt(tok, L, depth, key))
+            ok = passkey.found(tok, cont, key)
+            if progress:
+                print(f"  passkey {L} depth {depth:.2f}: {ok:.0f} ({time.perf_counter() - t:.1f}s)", flush=True)
+            rows.append(_m("acc", ok, "frac", L, "passkey", i, depth=round(depth, 4)))
+    return rows
+
+
 def check(pre):
     """What the job would refuse, before any work: the checkpoint's file, the variant, the pipelines, lengths."""
     checkpoint.locate(pre.name, pre.path)
@@ -153,11 +171,14 @@ def rows(pre, progress=True):
     hf = model.config.to_dict()
     encoding, params = variants.build(hf, pre.extension, pre.factor, pre.impl, pre.layers)
     longest = max(pre.lens)
-    ids, ends = tokens(tok, pre.corpus, pre.split, pre.windows * longest)
-    wins = windows(ids, ends, pre.windows, longest)
+    if pre.study != "passkey":  # passkey builds its own prompts
+        ids, ends = tokens(tok, pre.corpus, pre.split, pre.windows * longest)
+        wins = windows(ids, ends, pre.windows, longest)
     if pre.study == "lm":
         out = lm_rows(model, encoding, wins, pre.lens, bucket=pre.bucket, chunk=pre.chunk, impl=pre.impl,
                       reference_len=pre.reference_len if pre.extension == "none" else 0, progress=progress)
+    elif pre.study == "passkey":
+        out = passkey_rows(model, tok, encoding, pre.lens, pre.windows, impl=pre.impl, progress=progress)
     else:
         out = precision_rows(model, encoding, wins, pre.lens, pre.pipelines, chunk=pre.chunk, impl=pre.impl,
                              kl_bar=pre.kl_bar, progress=progress)
