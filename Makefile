@@ -70,7 +70,7 @@ $(PRETRAINED_STAMP): $(SMOLLM2_STAMP)
 	touch $@
 
 # The laptop extension sweep is the transfer study's other side; the report reads all four sweeps.
-PRETRAINED_SWEEPS := pretrained pretrained_precision pretrained_gemma3 extension
+PRETRAINED_SWEEPS := pretrained pretrained_precision pretrained_passkey pretrained_gemma3 extension
 pretrained: pretrained-install  ## SmolLM2-135M and Gemma 3 270M: RoPE extensions, precision pipelines, transfer from the laptop study (~2.5 h on 2 cores) -> $(RESULTS)/pretrained_report
 	for s in $(PRETRAINED_SWEEPS); do $(PY) -m harness -m sweep=$$s || exit 1; done
 	$(PY) -m harness.report_pretrained $(foreach s,$(PRETRAINED_SWEEPS),$(RESULTS)/$(s)) --out $(RESULTS)/pretrained_report
