@@ -144,26 +144,47 @@ def transfer_lines(d, laptop, ratio):
 
 
 def figure(d, out, made, name="pretrained.png"):
-    """name: bits per byte vs length per variant (bands: 95% t over windows); KL to fp32 vs position
-    per precision pipeline (pystdlib solid, kjv dashed)."""
+    """name: panels (1) bits per byte vs length per variant (bands: 95% t over windows, which differ in how hard
+    their text is); (2) where there are variants, each minus `none` paired on the windows (bands: the paired 95%
+    CI, the comparison the report makes); (3) where measured, KL to fp32 vs position per precision pipeline."""
     import matplotlib.pyplot as plt
-    kl = d[(d.metric == "kl_fp32")]
-    fig, axes = plt.subplots(1, 2 if len(kl) else 1, figsize=(13 if len(kl) else 6.5, 4.8), squeeze=False)
-    a = axes[0, 0]
-    lm = lm_rows(d)
-    for i, v in enumerate(_order(lm.variant.unique())):
-        s = stats.summarize(lm[lm.variant == v], ["eval_len"])
-        c, ls, mk = style(i)
-        a.plot(s.eval_len, s["mean"], ls, marker=mk, color=c, label=v, lw=1.6)
-        a.fill_between(s.eval_len, s.lo, s.hi, color=c, alpha=BAND_ALPHA, lw=0)
-    if not lm.empty:
+    kl, lm = d[(d.metric == "kl_fp32")], lm_rows(d)
+    names = _order(lm.variant.unique())
+    panels = ["bpb"] * bool(len(lm)) + ["diff"] * (len(names) > 1 and "none" in names) + ["kl"] * bool(len(kl))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.8), squeeze=False)
+    ax = dict(zip(panels, axes[0]))
+    lens = sorted(lm.eval_len.unique())
+    for key in ("bpb", "diff"):
+        if key not in ax:
+            continue
+        a = ax[key]
+        for i, v in enumerate(names):
+            c, ls, mk = style(i)
+            if key == "bpb":
+                s = stats.summarize(lm[lm.variant == v], ["eval_len"])
+                x, y, lo, hi = s.eval_len, s["mean"], s.lo, s.hi
+            elif v == "none":
+                continue
+            else:
+                t = [stats.seed_table(lm[lm.eval_len == L], "variant") for L in lens]
+                p = [stats.paired(tt[v], tt["none"]) for tt in t]
+                x, y, lo, hi = lens, [q.diff for q in p], [q.lo for q in p], [q.hi for q in p]
+            a.plot(x, y, ls, marker=mk, color=c, label=v, lw=1.6, ms=4)
+            a.fill_between(x, lo, hi, color=c, alpha=BAND_ALPHA, lw=0)
         a.axvline(int(lm.train_len.iloc[0]), color="0.4", ls=":", lw=1)
-    a.set(xscale="log", xlabel="window length (tokens; dotted: trained context)", ylabel="bits per byte",
-          title=f"{d.model.iloc[0]}: RoPE variants, no fine-tune (n = {lm.seed.nunique()} windows)")
-    a.set_xticks(sorted(lm.eval_len.unique()), [f"{L // 1024}k" for L in sorted(lm.eval_len.unique())])
-    a.legend(fontsize=8, ncol=2)
-    if len(kl):
-        _precision_panel(axes[0, 1], kl)
+        a.set_xscale("log")
+        a.set_xticks(lens, [f"{L // 1024}k" for L in lens])
+        a.set_xlabel("window length (tokens; dotted: trained context)")
+        a.legend(fontsize=8, ncol=2)
+    if "bpb" in ax:
+        ax["bpb"].set(ylabel="bits per byte", title=f"{d.model.iloc[0]}: RoPE variants, no fine-tune "
+                                                    f"(n = {lm.seed.nunique()} windows)")
+    if "diff" in ax:
+        ax["diff"].axhline(0, color="0.3", lw=0.8)
+        ax["diff"].set(ylabel="bits per byte minus none's, same windows", title="each variant - none, paired "
+                                                                                 "(bands: 95% CI)")
+    if "kl" in ax:
+        _precision_panel(ax["kl"], kl)
     save(fig, out, name, made)
 
 
