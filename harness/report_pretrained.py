@@ -5,7 +5,6 @@ laptop extension sweep -> report.md + pretrained.png, and the README's generated
 over windows is `mean ± half-width of its 95% t interval` with n = windows (harness.stats); differences are
 paired on the same windows."""
 import argparse
-import json
 import math
 import re
 import sys
@@ -15,23 +14,12 @@ import pandas as pd
 
 from harness import results, stats
 from harness.pretrained import checkpoint, transfer
+from harness.pretrained.rows import lm_rows, prepare
 from harness.pretrained.variants import EXTENSIONS
 from harness.report_plots import BAND_ALPHA, save, style
 
 BLOCK = re.compile(r"(<!-- pretrained-table: (\S+) -->\n)(.*?)(<!-- /pretrained-table -->)", re.S)
 ORDER = list(EXTENSIONS)
-
-
-def prepare(df):
-    """The pretrained rows with their knobs as columns: variant (extension, `xF` where F != 1), impl, corpus,
-    pipeline, pos_lo."""
-    d = df[df.params.str.contains('"pretrained"')].copy()
-    p = d.params.map(json.loads)
-    d["extension"] = p.map(lambda q: q["extension"])
-    d["variant"] = p.map(lambda q: q["extension"] if q["factor"] == 1 else f"{q['extension']} x{q['factor']:g}")
-    for key in ("rope_impl", "corpus", "pipeline", "pos_lo"):
-        d[key] = p.map(lambda q, k=key: q.get(k))
-    return d
 
 
 def _order(names):
@@ -44,10 +32,6 @@ def _cell(x):
 
 def _diff(x):
     return "—" if x.n < 2 else f"{x.diff:+.3f} [{x.lo:+.3f}, {x.hi:+.3f}]{' *' if x.significant else ''}"
-
-
-def lm_rows(d, corpus="pystdlib"):
-    return d[(d.metric == "bpb") & (d.rope_impl == "harness") & (d.corpus == corpus) & d.pipeline.isna()]
 
 
 def bpb_table(d, corpus="pystdlib"):
@@ -249,6 +233,28 @@ def model_section(d, laptop=None, out=None, made=None):
     return md
 
 
+def claims_dir(paths):
+    """The dir holding the sweeps the real-model claims read (`pretrained`, `pretrained_precision`), or None."""
+    for p in map(Path, paths):
+        if (p / "pretrained").is_dir():
+            return p
+        if p.name == "pretrained" and p.is_dir():
+            return p.parent
+    return None
+
+
+def claims_lines(sweeps):
+    """One line per real-model claim (harness.claims.pretrained): its verdict and evidence, judged by its rule."""
+    from harness.claims import CLAIMS, Context  # lazy: the claims read these rows through harness.pretrained.rows
+    ctx, out = Context(Path(sweeps), Path(sweeps)), []
+    for c in CLAIMS:
+        if c.measure.__module__ == "harness.claims.pretrained":
+            ev = c.measure(ctx)
+            v, reason = c.rule(ev.numbers)
+            out.append(f"- Claim {c.id}, {c.text} ({c.source}) **{v}**: {reason}.")
+    return out
+
+
 def section(df, laptop=None, out=None, made=None):
     """Markdown lines of the pretrained sections, one per model."""
     d = prepare(df)
@@ -281,8 +287,10 @@ def readme_block(df, laptop):
 def render(text, root):
     """text with every pretrained block regenerated from the results dir it names (relative to root)."""
     def one(m):
-        df = results.load(Path(root) / m.group(2))
-        return m.group(1) + readme_block(df, df) + m.group(4)
+        where = Path(root) / m.group(2)
+        df = results.load(where)
+        claims = "\n".join(claims_lines(where)) + "\n" if claims_dir([where]) else ""
+        return m.group(1) + readme_block(df, df) + claims + m.group(4)
     return BLOCK.sub(one, text)
 
 
@@ -294,6 +302,10 @@ def build(paths, out):
     out.mkdir(parents=True, exist_ok=True)
     made = []
     md = ["# Pretrained-model report\n", *section(df, df, out, made)]
+    sweeps = claims_dir(paths)
+    if sweeps is not None:
+        md += ["## Claims on the real model\n", "Judged by the rules of `make claims` (python -m harness.claims "
+               f"--sweeps {sweeps} --only 22 23 24), n = windows:\n", *claims_lines(sweeps), ""]
     results.atomic_write(out / "report.md", "\n".join(md).encode())
     return out / "report.md"
 

@@ -6,7 +6,7 @@ from harness import stats
 from harness.claims.judge import est, fewest, judge, put, put_nan, show, unmeasured
 from harness.claims.table import Evidence, by_parts, verdict
 from harness.claims.trained import I, rows
-from harness.report_pretrained import lm_rows, prepare
+from harness.pretrained.rows import lm_rows, prepare
 
 RUN = "make pretrained"
 

@@ -1,0 +1,20 @@
+"""The pretrained study's rows as a frame with their knobs as columns: what the report, the claims and the transfer
+statistics select on."""
+import json
+
+
+def prepare(df):
+    """The pretrained rows with their knobs as columns: variant (extension, `xF` where F != 1), impl, corpus,
+    pipeline, pos_lo."""
+    d = df[df.params.str.contains('"pretrained"')].copy()
+    p = d.params.map(json.loads)
+    d["extension"] = p.map(lambda q: q["extension"])
+    d["variant"] = p.map(lambda q: q["extension"] if q["factor"] == 1 else f"{q['extension']} x{q['factor']:g}")
+    for key in ("rope_impl", "corpus", "pipeline", "pos_lo"):
+        d[key] = p.map(lambda q, k=key: q.get(k))
+    return d
+
+
+def lm_rows(d, corpus="pystdlib"):
+    """The bits-per-byte rows of the harness's RoPE (not transformers' reference forward) on one corpus."""
+    return d[(d.metric == "bpb") & (d.rope_impl == "harness") & (d.corpus == corpus) & d.pipeline.isna()]
