@@ -86,9 +86,17 @@ def _probe(task, L, n):
 
 def check(cfg: Config):
     """What a run would refuse, found before any run starts (harness.__main__ validates each job with it): the
-    task's data spec, the model and encoding built on the CPU with every knob, and the device."""
-    tasks.check(cfg.task, cfg.train.seq_len)
-    model_lib.from_config(cfg.model, cfg.encoding)
+    task's data spec, the model and encoding built on the CPU with every knob, and the device; for a pretrained
+    job the checkpoint's file, the variant, the pipelines and the corpus instead of the task and model."""
+    if cfg.pretrained is not None:
+        importlib.import_module("harness.pretrained.study").check(cfg.pretrained)
+    else:
+        tasks.check(cfg.task, cfg.train.seq_len)
+        model_lib.from_config(cfg.model, cfg.encoding)
+    _check_device(cfg)
+
+
+def _check_device(cfg: Config):
     if os.environ.get("HARNESS_ROPE_ISA"):  # a level this CPU lacks fails here, not at the first rotation
         importlib.import_module("harness.rope.cpu").isa()
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
@@ -152,7 +160,7 @@ def _run_pretrained(cfg: Config, run_dir, run_id, progress, chash):
     results.write_json(run_dir / results.STATUS, {"status": "running", "run_id": run_id, "config_hash": chash})
     t_start = time.perf_counter()
     try:
-        measured, fields = study.rows(cfg.pretrained, progress)
+        measured, fields = study.rows(cfg.pretrained, progress, cfg.device)
     except Exception as e:  # noqa: BLE001 - recorded as 'failed', as a training run's failure is
         status = {"status": "failed", "message": f"{type(e).__name__}: {e}", "run_id": run_id,
                   "traceback": traceback.format_exc(limit=8)}

@@ -59,6 +59,7 @@ AXES = {
     "longctx": {"seed": range(3), "task": ["niah_single", "vt"], "encoding": ["rope", "alibi", "nope"]},
     "precision": {"seed": range(3), "encoding": ALL},
     "pretrained": {"pretrained.extension": ["none", "linear", "ntk", "dynamic", "yarn", "llama3", "resonance_yarn"]},
+    "pretrained_long": {"pretrained.extension": ["none", "linear", "ntk", "dynamic", "yarn", "llama3", "resonance_yarn"]},
     "pretrained_passkey": {"pretrained.extension": ["none", "dynamic", "yarn"]},
     "pretrained_gemma3": {"pretrained.study": ["lm", "precision"], "pretrained.windows": ["3"]},
     "pretrained_precision": {"pretrained.study": ["precision"], "pretrained.corpus": ["pystdlib", "kjv"],

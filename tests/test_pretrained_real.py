@@ -54,3 +54,34 @@ def test_bytes_of_the_scored_targets_are_the_texts_bytes(smollm2):
     # targets 1..1023 of window 0 cover the text from the end of token 0 to the end of token 1023
     assert int(b0.sum()) == int(ends[1023] - ends[0]) and int(b1.sum()) == int(ends[2047] - ends[1024])
     assert (b0 >= 0).all() and torch.equal(w1, ids[1024:2048])
+
+
+def _cli(tmp_path, *args):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "harness", "pretrained=smollm2", "wandb.mode=disabled", "threads=2",
+                           f"out={tmp_path}", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_cli_job_writes_paired_rows(tmp_path):
+    """One job end to end (Hydra -> runner -> study -> rows): two windows of 128 tokens, bits per byte at 64 and
+    128, transformers' own forward at 64 equal to the harness's."""
+    import pandas as pd
+    from harness import results
+    p = _cli(tmp_path, "pretrained.lens=[64,128]", "pretrained.windows=2", "pretrained.reference_len=64")
+    assert p.returncode == 0, p.stderr[-2000:]
+    df = results.load(tmp_path)
+    b = df[df.metric == "bpb"]
+    assert sorted(b.seed.unique()) == [0, 1] and sorted(b.eval_len.unique()) == [64, 128]
+    impl = b.params.map(lambda s: pd.io.json.ujson_loads(s)["rope_impl"])
+    ours = b[(impl == "harness") & (b.eval_len == 64)].set_index("seed").value
+    theirs = b[impl == "transformers"].set_index("seed").value
+    assert ours.equals(theirs) and (df.model == "SmolLM2-135M-Instruct-Q4_1").all()
+
+
+def test_bad_input_is_one_line_before_any_work(tmp_path):
+    p = _cli(tmp_path, "pretrained.extension=pi")
+    assert p.returncode == 2 and "unknown pretrained.extension 'pi'" in p.stderr and "Traceback" not in p.stderr
+    p = _cli(tmp_path, "pretrained.path=/nonexistent/model.gguf")
+    assert p.returncode == 2 and "not an HF checkpoint directory or a .gguf file" in p.stderr
+    assert not any(tmp_path.rglob("rows.parquet"))

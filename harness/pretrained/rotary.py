@@ -51,7 +51,8 @@ class HarnessRotary(nn.Module):
             cos, sin = enc.table(pos, torch.float32)  # the encoding's own path (Resonance's too)
             enc.end_forward()
             return cos, sin
-        return pp.table(self.pipeline, pos, enc.head_dim, enc.base)
+        cos, sin = pp.table(self.pipeline, pos.cpu(), enc.head_dim, enc.base)  # the stages' maths on the CPU
+        return cos.to(pos.device), sin.to(pos.device)
 
 
 def _plain_frequencies():

@@ -26,12 +26,13 @@ def chunks(n, chunk=CHUNK):
 
 
 def token_nll(model, ids, chunk=CHUNK):
-    """NLL in nats (T-1,) float64 of each next token ids[1:] given its prefix."""
+    """NLL in nats (T-1,) float64 on the CPU of each next token ids[1:] given its prefix (ids on the model's
+    device)."""
     with torch.no_grad():
         h = hidden(model, ids)
         out = torch.empty(ids.numel() - 1, dtype=torch.float64)
         for s, e in chunks(ids.numel() - 1, chunk):
-            out[s:e] = F.cross_entropy(logits(model, h[s:e]), ids[s + 1:e + 1], reduction="none").double()
+            out[s:e] = F.cross_entropy(logits(model, h[s:e]), ids[s + 1:e + 1], reduction="none").double().cpu()
         return out
 
 
@@ -44,7 +45,7 @@ def token_kl(model, ids, h_ref, h_low, chunk=CHUNK):
         for s, e in chunks(n, chunk):
             a = F.log_softmax(logits(model, h_ref[s:e]), -1)  # (c, V)
             b = F.log_softmax(logits(model, h_low[s:e]), -1)
-            kl[s:e] = (a.exp() * (a - b)).sum(-1).double()
+            kl[s:e] = (a.exp() * (a - b)).sum(-1).double().cpu()
             tgt = ids[s + 1:e + 1, None]
-            nll_ref[s:e], nll_low[s:e] = -a.gather(1, tgt)[:, 0].double(), -b.gather(1, tgt)[:, 0].double()
+            nll_ref[s:e], nll_low[s:e] = -a.gather(1, tgt)[:, 0].double().cpu(), -b.gather(1, tgt)[:, 0].double().cpu()
         return kl, nll_ref, nll_low

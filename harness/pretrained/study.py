@@ -147,7 +147,7 @@ def passkey_rows(model, tok, encoding, lens, samples, *, impl, progress):
             depth = (i + 0.5) / samples
             t = time.perf_counter()
             with rotary.swapped(model, encoding, impl=impl):
-                cont = passkey.greedy(model, passkey.prompt(tok, L, depth, key))
+                cont = passkey.greedy(model, passkey.prompt(tok, L, depth, key).to(model.device)).cpu()
             ok = passkey.found(tok, cont, key)
             if progress:
                 print(f"  passkey {L} depth {depth:.2f}: {ok:.0f} ({time.perf_counter() - t:.1f}s)", flush=True)
@@ -165,15 +165,16 @@ def check(pre):
     data.check_corpus(pre.corpus)
 
 
-def rows(pre, progress=True):
-    """(measurement dicts, the model's row fields) for one PretrainedConfig."""
+def rows(pre, progress=True, device="cpu"):
+    """(measurement dicts, the model's row fields) for one PretrainedConfig, the model on `device`."""
     model, tok = checkpoint.load(checkpoint.locate(pre.name, pre.path))
+    model.to(device)
     hf = model.config.to_dict()
     encoding, params = variants.build(hf, pre.extension, pre.factor, pre.impl, pre.layers)
     longest = max(pre.lens)
     if pre.study != "passkey":  # passkey builds its own prompts
         ids, ends = tokens(tok, pre.corpus, pre.split, pre.windows * longest)
-        wins = windows(ids, ends, pre.windows, longest)
+        wins = [(w.to(device), b) for w, b in windows(ids, ends, pre.windows, longest)]
     if pre.study == "lm":
         out = lm_rows(model, encoding, wins, pre.lens, bucket=pre.bucket, chunk=pre.chunk, impl=pre.impl,
                       reference_len=pre.reference_len if pre.extension == "none" else 0, progress=progress)
