@@ -118,10 +118,16 @@ def transfer_lines(d, laptop, ratio):
     if toy.empty or real.empty:
         return [f"At {ratio}x: not measured (needs sweep extension and the pretrained rows at {ratio}x)."], None
     tau, pr = transfer.tau(toy, real), transfer.pairs(toy, real)
-    lines = [f"At {ratio}x the trained context (laptop: PPL at {ratio}x 64 tokens, n = {tau.n_seeds_a} seeds; real: "
-             f"bits/byte at {ratio}x 8192 tokens, n = {tau.n_seeds_b} windows), {tau.n_variants} variants: Kendall "
-             f"τ-b = {tau.tau:+.2f}, 95% bootstrap interval [{tau.lo:+.2f}, {tau.hi:+.2f}]. Pairs: "
-             + ", ".join(f"{k} {v}" for k, v in pr.outcome.value_counts().items()) + ".", "",
+    lap = laptop[(laptop.sweep == "extension") & (laptop.metric == "train_steps")]
+    toy_scale = (f"model={lap.model.iloc[0]}, {int(lap.n_layers.iloc[0])} layers, d_model {int(lap.d_model.iloc[0])}, "
+                 f"{int(lap.value.iloc[0])} steps at {int(lap.train_len.iloc[0])} bytes" if len(lap) else "")
+    L_toy, L_real = int(ratio * lap.train_len.iloc[0]) if len(lap) else "?", int(ratio * d.train_len.iloc[0])
+    counts = pr.outcome.value_counts()
+    lines = [f"At {ratio}x the trained context (laptop, {toy_scale}: PPL at {L_toy} bytes, n = {tau.n_seeds_a} seeds; "
+             f"real: bits per byte at {L_real} tokens, n = {tau.n_seeds_b} windows), {tau.n_variants} variants: Kendall "
+             f"τ-b = {tau.tau:+.2f}, 95% bootstrap interval [{tau.lo:+.2f}, {tau.hi:+.2f}] (seeds and windows "
+             f"resampled independently; few seeds give few distinct resamples, so read the pairs). Of "
+             f"{len(pr)} pairs: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + ".", "",
              "| pair (a − b) | laptop Δ PPL | real Δ bits/byte | outcome |", "|---|---|---|---|"]
     lines += [f"| {r.a} − {r.b} | {_diff(r.laptop)} | {_diff(r.real)} | {r.outcome} |" for r in pr.itertuples()]
     return lines, (tau, pr)

@@ -73,3 +73,12 @@ def test_report_tables_state_n_and_the_reference_check(tmp_path):
     md = "\n".join(report_pretrained.section(df, df, tmp_path, []))
     assert "n = 4 windows" in md and "max |Δ bits/byte| = 0.0e+00 at 8192 tokens over n = 4 windows" in md
     assert "| linear x2 | +0.19" in md and (tmp_path / "pretrained_smollm2.png").is_file()
+
+
+def test_a_pair_equal_by_construction_on_both_sides_is_called_identical():
+    """Dynamic NTK at f x the trained length is static NTK with factor f: equal on every seed and window."""
+    toy = pd.DataFrame({"ntk": [3.0, 3.1, 2.9], "dynamic": [3.0, 3.1, 2.9], "none": [5.0, 5.2, 4.9]})
+    real = pd.DataFrame({"ntk": [0.5, 0.6, 0.55, 0.7], "dynamic": [0.5, 0.6, 0.55, 0.7], "none": [1.0, 1.1, 0.9, 1.2]})
+    pr = {frozenset((r.a, r.b)): r.outcome for r in transfer.pairs(toy, real).itertuples()}
+    assert pr[frozenset({"ntk", "dynamic"})] == "identical on both"
+    assert pr[frozenset({"ntk", "none"})] == "agree"
