@@ -5,6 +5,7 @@ laptop extension sweep -> report.md + pretrained.png, and the README's generated
 over windows is `mean ± half-width of its 95% t interval` with n = windows (harness.stats); differences are
 paired on the same windows."""
 import argparse
+import json
 import math
 import re
 import sys
@@ -123,9 +124,9 @@ def transfer_lines(d, laptop, ratio):
                  f"{int(lap.value.iloc[0])} steps at {int(lap.train_len.iloc[0])} bytes" if len(lap) else "")
     L_toy, L_real = int(ratio * lap.train_len.iloc[0]) if len(lap) else "?", int(ratio * d.train_len.iloc[0])
     counts = pr.outcome.value_counts()
-    lines = [f"At {ratio}x the trained context (laptop, {toy_scale}: PPL at {L_toy} bytes, n = {tau.n_seeds_a} seeds; "
-             f"real: bits per byte at {L_real} tokens, n = {tau.n_seeds_b} windows), {tau.n_variants} variants: Kendall "
-             f"τ-b = {tau.tau:+.2f}, 95% bootstrap interval [{tau.lo:+.2f}, {tau.hi:+.2f}] (seeds and windows "
+    lines = [f"At {ratio}x the trained context (laptop, {toy_scale}: PPL at {L_toy} bytes, n = {tau.n_seeds_a} "
+             f"seeds; real: bits per byte at {L_real} tokens, n = {tau.n_seeds_b} windows), {tau.n_variants} variants: "
+             f"Kendall τ-b = {tau.tau:+.2f}, 95% bootstrap interval [{tau.lo:+.2f}, {tau.hi:+.2f}] (seeds and windows "
              f"resampled independently; few seeds give few distinct resamples, so read the pairs). Of "
              f"{len(pr)} pairs: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + ".", "",
              "| pair (a − b) | laptop Δ PPL | real Δ bits/byte | outcome |", "|---|---|---|---|"]
@@ -272,7 +273,7 @@ def claims_dir(paths):
     return None
 
 
-def claims_lines(sweeps):
+def claims_lines(sweeps, sources=True):
     """One line per real-model claim (harness.claims.pretrained): its verdict and evidence, judged by its rule."""
     from harness.claims import CLAIMS, Context  # lazy: the claims read these rows through harness.pretrained.rows
     ctx, out = Context(Path(sweeps), Path(sweeps)), []
@@ -280,7 +281,7 @@ def claims_lines(sweeps):
         if c.measure.__module__ == "harness.claims.pretrained":
             ev = c.measure(ctx)
             v, reason = c.rule(ev.numbers)
-            out.append(f"- Claim {c.id}, {c.text} ({c.source}) **{v}**: {reason}.")
+            out.append(f"- Claim {c.id}, {c.text}{f' ({c.source})' if sources else ''} **{v}**: {reason}.")
     return out
 
 
@@ -308,9 +309,30 @@ def readme_block(df, laptop):
             lines.append(f"| {v} | " + " | ".join(_cell(stats.interval(b[(b.variant == v) & (b.eval_len == L)].value))
                                                  for L in lens) + " |")
         lines += ["", reference_line(dm), ""]
+        lines += _summary_lines(dm)
         if laptop is not None and b.variant.nunique() > 1:
             lines += ["Laptop study → real model: " + transfer_lines(dm, laptop, 2)[0][0], ""]
-    return "\n".join(lines)
+    return "\n".join(lines).rstrip("\n") + "\n\n"
+
+
+def _summary_lines(d):
+    """README lines: the longest position each precision pipeline keeps under the KL bar, and passkey accuracy."""
+    out = []
+    safe = d[d.metric == "kl_safe_len"]
+    if len(safe):
+        per = safe.groupby("pipeline").value.min().sort_values(ascending=False)
+        bar = json.loads(safe.params.iloc[0])["bar"]
+        out += [f"RoPE precision pipelines against fp32 (n = {safe.seed.nunique()} windows): the longest position "
+                f"up to which every window's mean KL stays at most {bar:g} nats: "
+                + ", ".join(f"{k} {int(v)}" for k, v in per.items()) + ".", ""]
+    pk = d[(d.metric == "acc") & (d.protocol == "passkey")]
+    if len(pk):
+        def acc(v, L):
+            return f"{int(L)}: {_cell(stats.interval(pk[(pk.variant == v) & (pk.eval_len == L)].value))}"
+        lens = sorted(pk.eval_len.unique())
+        cells = [f"{v} " + ", ".join(acc(v, L) for L in lens) for v in _order(pk.variant.unique())]
+        out += [f"Passkey accuracy (n = {pk.seed.nunique()} samples per length): " + "; ".join(cells) + ".", ""]
+    return out
 
 
 def render(text, root):
@@ -318,7 +340,8 @@ def render(text, root):
     def one(m):
         where = Path(root) / m.group(2)
         df = results.load(where)
-        claims = "\n".join(claims_lines(where)) + "\n" if claims_dir([where]) else ""
+        claims = ("Claims on the real model (`make claims`' rules, n = windows):\n\n"
+                  + "\n".join(claims_lines(where, sources=False)) + "\n") if claims_dir([where]) else ""
         return m.group(1) + readme_block(df, df) + claims + m.group(4)
     return BLOCK.sub(one, text)
 

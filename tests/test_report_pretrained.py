@@ -82,3 +82,11 @@ def test_a_pair_equal_by_construction_on_both_sides_is_called_identical():
     pr = {frozenset((r.a, r.b)): r.outcome for r in transfer.pairs(toy, real).itertuples()}
     assert pr[frozenset({"ntk", "dynamic"})] == "identical on both"
     assert pr[frozenset({"ntk", "none"})] == "agree"
+
+
+def test_readme_block_is_what_the_committed_results_give():
+    """The README's pretrained block is generated (python -m harness.report_pretrained results/pretrained --readme
+    README.md --write); it fails here when a committed result or the generator changed without it."""
+    text = (ROOT / "README.md").read_text()
+    assert report_pretrained.BLOCK.search(text), "README has no pretrained block"
+    assert report_pretrained.render(text, ROOT) == text
