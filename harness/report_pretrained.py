@@ -191,6 +191,7 @@ def _variant_panel(a, key, rows, colour):
     a.axvline(int(rows.train_len.iloc[0]), color="0.4", ls=":", lw=1)
     a.set_xscale("log")
     a.set_xticks(lens, [f"{L // 1024}k" for L in lens])
+    a.minorticks_off()  # log-scale minor labels (4x10^3, 6x10^3) would collide with the k labels
     a.set_xlabel("window length (tokens; dotted: trained context)")
 
 
