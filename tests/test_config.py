@@ -34,7 +34,14 @@ def test_defaults_resolve_to_16x_and_offline_wandb():
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (ROOT / "conf" / "sweep").glob("*.yaml")))
 def test_every_sweep_preset_composes_and_validates(preset):
-    sweep_dir, n_jobs = validate(["-m", f"sweep={preset}"])
+    try:
+        sweep_dir, n_jobs = validate(["-m", f"sweep={preset}"])
+    except ValueError as e:  # a pretrained preset whose checkpoint package is not installed (make test: SmolLM2 only)
+        if "is not installed" not in str(e) and "cannot be assembled" not in str(e):
+            raise
+        # ... is refused in one line naming the install command, before any job starts
+        assert "\n" not in str(e) and "pip install --no-deps" in str(e)
+        return
     assert sweep_dir.name == preset and n_jobs >= 2
 
 
