@@ -87,7 +87,9 @@ def corpus(tmp_path_factory):
     return path
 
 
-def sweep(tmp_path, corpus, name, *launcher, env=None, timeout=300):
+def sweep(tmp_path, corpus, name, *launcher, env=None, timeout=900):
+    # timeout only guards against a hang: a sweep of two 4-step runs takes under a minute on an idle machine, and
+    # 300 s ran out on 2 cores shared with a 2-thread sweep and the other pytest worker
     out = tmp_path / name
     cmd = [sys.executable, "-m", "harness", "-m", *launcher, "encoding=rope,alibi", f"out={out}",
            f"task.corpus={corpus}", "model.n_layers=1", "model.d_model=32", "model.n_heads=2", "train.seq_len=16",
