@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import results, stats
+from harness.pipelines import pipeline_names
 from harness.pretrained import checkpoint, transfer
 from harness.pretrained.rows import lm_rows, prepare
 from harness.pretrained.variants import EXTENSIONS
@@ -196,9 +197,10 @@ def _variant_panel(a, key, rows, colour):
 
 
 def _precision_panel(b, kl):
-    palette = plt_palette()
+    palette, every = plt_palette(), pipeline_names()  # a pipeline keeps its colour in every figure
     corpora = [c for c in ("pystdlib", "kjv") if c in set(kl.corpus)]
-    for i, name in enumerate(sorted(kl.pipeline.dropna().unique())):
+    for name in sorted(kl.pipeline.dropna().unique()):
+        i = every.index(name) if name in every else len(every)
         for corpus, ls in zip(corpora, ("-", "--")):
             g = kl[(kl.pipeline == name) & (kl.corpus == corpus)]
             s = stats.summarize(g, ["eval_len"])
