@@ -259,6 +259,11 @@ CASES = [
     rejected("unknown task", ["task=nosuch"], r"unknown task 'nosuch'; expected one of \[.*'kv_recall'"),
     rejected("bad value in a sweep", ["encoding=rope,alibl"], r"unknown encoding 'alibl'", multirun=True),
     rejected("unknown sweep preset", ["sweep=nosuch"], r"unknown sweep 'nosuch'; expected one of", multirun=True),
+    # a pretrained job is checked before any work too (its checkpoint file, then its knobs)
+    rejected("pretrained: no checkpoint at path", ["pretrained=smollm2", "pretrained.path=/nonexistent/m.gguf"],
+             r"pretrained\.path /nonexistent/m\.gguf is not an HF checkpoint directory or a \.gguf file$"),
+    rejected("pretrained: unknown model", ["pretrained=smollm2", "pretrained.name=llama9"],
+             r"unknown pretrained model 'llama9'; expected one of \['gemma3', 'smollm2'\]"),
     rejected("null parent", ["precision.pipeline.table=fp16"],
              r"cannot set 'precision.pipeline.table': 'precision.pipeline' is null; choose one first, precision="),
     rejected("encoding param typo", ["encoding=rope", "encoding.bse=100"],
