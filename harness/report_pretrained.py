@@ -6,7 +6,6 @@ over windows is `mean ± half-width of its 95% t interval` with n = windows (har
 paired on the same windows."""
 import argparse
 import json
-import math
 import re
 import sys
 from pathlib import Path
@@ -14,18 +13,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness import results, stats
-from harness.pipelines import pipeline_names
 from harness.pretrained import checkpoint, transfer
-from harness.pretrained.rows import lm_rows, prepare
-from harness.pretrained.variants import EXTENSIONS
-from harness.report_plots import BAND_ALPHA, save, style
+from harness.pretrained.rows import lm_rows, order as _order, prepare
+from harness.report_pretrained_plots import figure
 
 BLOCK = re.compile(r"(<!-- pretrained-table: (\S+) -->\n)(.*?)(<!-- /pretrained-table -->)", re.S)
-ORDER = list(EXTENSIONS)
-
-
-def _order(names):
-    return sorted(names, key=lambda v: (ORDER.index(v.split(" ")[0]) if v.split(" ")[0] in ORDER else 99, v))
 
 
 def _cell(x):
@@ -36,15 +28,20 @@ def _diff(x):
     return "—" if x.n < 2 else f"{x.diff:+.3f} [{x.lo:+.3f}, {x.hi:+.3f}]{' *' if x.significant else ''}"
 
 
+def variant_table(rows, lens=None, head="variant"):
+    """Markdown: variant x length of rows' values, mean ± half over windows (or samples); lens default: all."""
+    lens = sorted(rows.eval_len.unique()) if lens is None else lens
+    lines = [f"| {head} | " + " | ".join(f"{L}" for L in lens) + " |", "|---" * (len(lens) + 1) + "|"]
+    for v in _order(rows.variant.unique()):
+        cells = [_cell(stats.interval(rows[(rows.variant == v) & (rows.eval_len == L)].value)) for L in lens]
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def bpb_table(d, corpus="pystdlib"):
     """Markdown: variant x length, bits per byte, mean ± half over windows; and n."""
     b = lm_rows(d, corpus)
-    lens = sorted(b.eval_len.unique())
-    lines = ["| variant | " + " | ".join(f"{L}" for L in lens) + " |", "|---" * (len(lens) + 1) + "|"]
-    for v in _order(b.variant.unique()):
-        cells = [_cell(stats.interval(b[(b.variant == v) & (b.eval_len == L)].value)) for L in lens]
-        lines.append(f"| {v} | " + " | ".join(cells) + " |")
-    return lines, int(b.seed.nunique())
+    return variant_table(b), int(b.seed.nunique())
 
 
 def reference_line(d):
@@ -101,14 +98,9 @@ def passkey_lines(d):
     p = d[(d.metric == "acc") & (d.protocol == "passkey")]
     if p.empty:
         return []
-    lens = sorted(p.eval_len.unique())
-    out = [f"Greedy passkey retrieval (Mohtashami & Jaggi 2023, arXiv 2305.16300), n = {p.seed.nunique()} samples "
-           f"per length at depths spread over the context, the same keys for every variant; accuracy:\n",
-           "| variant | " + " | ".join(str(L) for L in lens) + " |", "|---" * (len(lens) + 1) + "|"]
-    for v in _order(p.variant.unique()):
-        out.append(f"| {v} | " + " | ".join(_cell(stats.interval(p[(p.variant == v) & (p.eval_len == L)].value))
-                                           for L in lens) + " |")
-    return out + [""]
+    return [f"Greedy passkey retrieval (Mohtashami & Jaggi 2023, arXiv 2305.16300), n = {p.seed.nunique()} samples "
+            f"per length at depths spread over the context, the same keys for every variant; accuracy:\n",
+            *variant_table(p), ""]
 
 
 def _sci(x):
@@ -133,90 +125,6 @@ def transfer_lines(d, laptop, ratio):
              "| pair (a − b) | laptop Δ PPL | real Δ bits/byte | outcome |", "|---|---|---|---|"]
     lines += [f"| {r.a} − {r.b} | {_diff(r.laptop)} | {_diff(r.real)} | {r.outcome} |" for r in pr.itertuples()]
     return lines, (tau, pr)
-
-
-def figure(d, out, made, name="pretrained.png"):
-    """name: up to four panels, two a row: (1) bits per byte vs length per variant (bands: 95% t over windows,
-    which differ in how hard their text is); (2) each variant minus `none` paired on the windows (bands: the paired
-    95% CI, the comparison the report makes); (3) KL to fp32 vs position per precision pipeline; (4) passkey
-    accuracy vs length per variant. Variants keep one colour across panels; pipelines take another palette."""
-    import matplotlib.pyplot as plt
-    kl, lm = d[(d.metric == "kl_fp32")], lm_rows(d)
-    pk = d[(d.metric == "acc") & (d.protocol == "passkey")]
-    names = _order(set(lm.variant) | set(pk.variant))
-    panels = (["bpb"] * bool(len(lm)) + ["diff"] * (lm.variant.nunique() > 1 and "none" in set(lm.variant))
-              + ["kl"] * bool(len(kl)) + ["pk"] * bool(len(pk)))
-    rows = (len(panels) + 1) // 2
-    fig, axes = plt.subplots(rows, 2 if len(panels) > 1 else 1, figsize=(13 if len(panels) > 1 else 6.5, 4.6 * rows),
-                             squeeze=False)
-    ax = dict(zip(panels, axes.ravel()))
-    for extra in axes.ravel()[len(panels):]:
-        extra.set_visible(False)
-    colour = {v: style(i) for i, v in enumerate(names)}
-    for key in ("bpb", "diff", "pk"):
-        if key in ax:
-            _variant_panel(ax[key], key, lm if key != "pk" else pk, colour)
-    if "bpb" in ax:
-        ax["bpb"].set(ylabel="bits per byte", title=f"{d.model.iloc[0]}: RoPE variants, no fine-tune "
-                                                    f"(n = {lm.seed.nunique()} windows)")
-        ax["bpb"].legend(fontsize=8, ncol=2, loc="upper right")
-    if "diff" in ax:
-        ax["diff"].axhline(0, color="0.3", lw=0.8)
-        ax["diff"].set(ylabel="bits per byte minus none's (same windows)", title="each variant − none, paired "
-                                                                                "(bands: 95% CI)")
-    if "pk" in ax:
-        ax["pk"].set(ylabel="passkey accuracy", ylim=(-0.05, 1.05),
-                     title=f"passkey retrieval (n = {pk.seed.nunique()} samples per length)")
-        ax["pk"].legend(fontsize=8)
-    if "kl" in ax:
-        _precision_panel(ax["kl"], kl)
-    save(fig, out, name, made)
-
-
-def _variant_panel(a, key, rows, colour):
-    """One curve per variant vs length: the mean (bpb, pk) or the paired difference to none (diff), with bands."""
-    lens = sorted(rows.eval_len.unique())
-    for v in sorted(rows.variant.unique(), key=list(colour).index):
-        if key == "diff" and v == "none":
-            continue
-        c, ls, mk = colour[v]
-        if key == "diff":
-            p = [stats.paired(t[v], t["none"]) for t in (stats.seed_table(rows[rows.eval_len == L], "variant")
-                                                          for L in lens)]
-            x, y, lo, hi = lens, [q.diff for q in p], [q.lo for q in p], [q.hi for q in p]
-        else:
-            s = stats.summarize(rows[rows.variant == v], ["eval_len"])
-            x, y, lo, hi = s.eval_len, s["mean"], s.lo, s.hi
-        a.plot(x, y, ls, marker=mk, color=c, label=v, lw=1.6, ms=4)
-        a.fill_between(x, lo, hi, color=c, alpha=BAND_ALPHA, lw=0)
-    a.axvline(int(rows.train_len.iloc[0]), color="0.4", ls=":", lw=1)
-    a.set_xscale("log")
-    a.set_xticks(lens, [f"{L // 1024}k" for L in lens])
-    a.minorticks_off()  # log-scale minor labels (4x10^3, 6x10^3) would collide with the k labels
-    a.set_xlabel("window length (tokens; dotted: trained context)")
-
-
-def _precision_panel(b, kl):
-    palette, every = plt_palette(), pipeline_names()  # a pipeline keeps its colour in every figure
-    corpora = [c for c in ("pystdlib", "kjv") if c in set(kl.corpus)]
-    for name in sorted(kl.pipeline.dropna().unique()):
-        i = every.index(name) if name in every else len(every)
-        for corpus, ls in zip(corpora, ("-", "--")):
-            g = kl[(kl.pipeline == name) & (kl.corpus == corpus)]
-            s = stats.summarize(g, ["eval_len"])
-            b.plot(s.eval_len, s["mean"], ls, color=palette(i), label=name if corpus == corpora[0] else None)
-    b.axhline(1e-3, color="0.4", ls=":", lw=1)
-    which = " and ".join(f"{c} ({ls})" for c, ls in zip(corpora, ("solid", "dashed")))
-    b.set(xscale="log", yscale="log", xlabel=f"target position (end of a log window); {which}",
-          ylabel="mean KL to the fp32 pipeline (nats)",
-          title=f"RoPE precision pipelines, n = {kl.seed.nunique()} windows (dotted: 1e-3)")
-    b.legend(fontsize=8)
-
-
-def plt_palette():
-    """The pipelines' palette (Dark2), apart from the variants' tab10."""
-    import matplotlib.pyplot as plt
-    return plt.get_cmap("Dark2")
 
 
 def _slug(model):
@@ -306,12 +214,7 @@ def readme_block(df, laptop):
         L0, lens = int(b.train_len.iloc[0]), sorted(b.eval_len.unique())[-3:]
         lines += [f"**{m}** ({checkpoint.scale(m)}; trained context {L0}): bits per byte on the Python stdlib's "
                   f"held-out split, mean ± 95% t half-width over n = {b.seed.nunique()} windows of {b.eval_len.max()} "
-                  f"tokens.", "",
-                  "| RoPE (no fine-tune) | " + " | ".join(f"{L}" for L in lens) + " |", "|---" * (len(lens) + 1) + "|"]
-        for v in _order(b.variant.unique()):
-            lines.append(f"| {v} | " + " | ".join(_cell(stats.interval(b[(b.variant == v) & (b.eval_len == L)].value))
-                                                 for L in lens) + " |")
-        lines += ["", reference_line(dm), ""]
+                  f"tokens.", "", *variant_table(b, lens, "RoPE (no fine-tune)"), "", reference_line(dm), ""]
         lines += _summary_lines(dm)
         if laptop is not None and b.variant.nunique() > 1:
             t = transfer_lines(dm, laptop, 2)[0]
@@ -329,14 +232,7 @@ def _summary_lines(d):
         out += [f"RoPE precision pipelines against fp32 (n = {safe.seed.nunique()} windows): the longest position "
                 f"up to which every window's mean KL stays at most {bar:g} nats: "
                 + ", ".join(f"{k} {int(v)}" for k, v in per.items()) + ".", ""]
-    pk = d[(d.metric == "acc") & (d.protocol == "passkey")]
-    if len(pk):
-        def acc(v, L):
-            return f"{int(L)}: {_cell(stats.interval(pk[(pk.variant == v) & (pk.eval_len == L)].value))}"
-        lens = sorted(pk.eval_len.unique())
-        cells = [f"{v} " + ", ".join(acc(v, L) for L in lens) for v in _order(pk.variant.unique())]
-        out += [f"Passkey accuracy (n = {pk.seed.nunique()} samples per length): " + "; ".join(cells) + ".", ""]
-    return out
+    return out + passkey_lines(d)
 
 
 def render(text, root):

@@ -2,6 +2,10 @@
 statistics select on."""
 import json
 
+from harness.pretrained.variants import EXTENSIONS
+
+ORDER = list(EXTENSIONS)  # the study's variants in their registry order: tables and legends list them so
+
 
 def prepare(df):
     """The pretrained rows with their knobs as columns: variant (extension, `xF` where F != 1), impl, corpus,
@@ -18,3 +22,8 @@ def prepare(df):
 def lm_rows(d, corpus="pystdlib"):
     """The bits-per-byte rows of the harness's RoPE (not transformers' reference forward) on one corpus."""
     return d[(d.metric == "bpb") & (d.rope_impl == "harness") & (d.corpus == corpus) & d.pipeline.isna()]
+
+
+def order(names):
+    """Variant labels ("yarn x2") in the registry order of their extension, unknown ones last."""
+    return sorted(names, key=lambda v: (ORDER.index(v.split(" ")[0]) if v.split(" ")[0] in ORDER else 99, v))

@@ -158,8 +158,7 @@ def passkey_rows(model, tok, encoding, lens, samples, *, impl, progress):
 def check(pre):
     """What the job would refuse, before any work: the checkpoint's file, the variant, the pipelines, lengths."""
     checkpoint.locate(pre.name, pre.path)
-    if pre.extension not in variants.EXTENSIONS:
-        raise ValueError(f"unknown pretrained.extension {pre.extension!r}; expected one of {list(variants.EXTENSIONS)}")
+    variants.check(pre.extension, pre.layers)
     for name in pre.pipelines:
         pp.resolve(name)
     data.check_corpus(pre.corpus)

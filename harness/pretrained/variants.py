@@ -47,13 +47,18 @@ def layer_types(hf_config: dict):
     return sorted(k for k, v in rp.items() if v is not None) if nested else [None]
 
 
-def build(hf_config: dict, extension: str, factor: float, impl: str = "eager", layers: str = "all"):
-    """(encoding or {layer_type: encoding}, the parameters rows record) for one variant: harness `rope`-family
-    encodings with the checkpoint's RoPE per layer type, the extension applied to `layers` (all | global)."""
+def check(extension, layers="all"):
+    """One ValueError naming the valid choices for an unknown extension or layers setting."""
     if extension not in EXTENSIONS:
         raise ValueError(f"unknown pretrained.extension {extension!r}; expected one of {list(EXTENSIONS)}")
     if layers not in LAYERS:
         raise ValueError(f"unknown pretrained.layers {layers!r}; expected one of {list(LAYERS)}")
+
+
+def build(hf_config: dict, extension: str, factor: float, impl: str = "eager", layers: str = "all"):
+    """(encoding or {layer_type: encoding}, the parameters rows record) for one variant: harness `rope`-family
+    encodings with the checkpoint's RoPE per layer type, the extension applied to `layers` (all | global)."""
+    check(extension, layers)
     types = layer_types(hf_config)
     if layers == "global" and GLOBAL not in types:
         raise ValueError(f"pretrained.layers=global needs layer type {GLOBAL!r} in rope_parameters; this "
