@@ -5,7 +5,7 @@ the overrides are composed once per sweep value and validated, so a wrong key, t
 line on stderr (exit 2) instead of a traceback; multirun also gets a sweep-wide progress bar.
 
 Where jobs run is only the launcher (conf/hydra/launcher: joblib, submitit_local, submitit_slurm, ray);
-`torchrun --nproc_per_node N -m harness ...` trains one job on N processes (harness.distributed)."""
+`torchrun --nproc_per_node N -m harness ...` trains one job on N processes (harness.infra.distributed)."""
 import importlib
 import itertools
 import os
@@ -26,7 +26,9 @@ from tqdm import tqdm
 
 from harness import config as config_lib
 from harness import paths
-from harness import distributed, resolvers, results, runlock, runner  # noqa: F401 - resolvers: registered on import
+from harness import results, runner
+from harness.config import resolvers  # noqa: F401 - registered on import
+from harness.infra import distributed, runlock
 
 CONF = str(paths.conf_dir())  # the checkout's conf/, or the copy a wheel ships (harness/paths.py)
 MULTIRUN_FLAGS = {"-m", "--multirun"}

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness import encodings, flex
-from harness.config import ATTENTIONS, QK_NORMS
+from harness.names import ATTENTIONS, QK_NORMS
 from harness.encodings import Encoding
 VOCAB_SIZE = 256  # byte-level
 

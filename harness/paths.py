@@ -3,7 +3,7 @@
 In a source checkout (and an editable install, which imports harness/ from the checkout) they are the
 checkout's top-level conf/ and tasks/, so an edit there takes effect without reinstalling. A wheel
 (`pip install .`) has no checkout beside it: pyproject.toml ships copies inside the package as
-harness/conf and harness/lm_eval_tasks (not harness/tasks, which is the module harness/tasks.py)."""
+harness/conf and harness/lm_eval_tasks (not harness/tasks, which is the module harness/tasks/__init__.py)."""
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent

@@ -1,5 +1,5 @@
 """One run: claim -> build -> train -> measure -> write (DESIGN.md §3). Resume skips a finished run; a run
-another live process holds (harness.runlock) is waited for or left to it.
+another live process holds (harness.infra.runlock) is waited for or left to it.
 
 Order of writes: status 'running' first; train_log and checkpoint after training, rows and the final status
 at the end.
@@ -14,7 +14,10 @@ import pandas as pd
 import torch
 
 from harness import model as model_lib
-from harness import distributed, results, runlock, tasks, train, wandb_sink
+from harness import results, tasks, train
+from harness.infra import distributed
+from harness.infra import runlock
+from harness.infra import wandb_sink
 from harness.config import Config, protocol_list, to_dict
 from harness.measure import attention, decode_bench, effective_length, extension, extrapolation, memory
 from harness.measure import precision_model, throughput
@@ -134,7 +137,7 @@ def _finished(run_dir, run_id, chash, cfg):
 
 def run(cfg: Config, run_dir, run_id=None, progress=True, busy="wait"):
     """Run one job into run_dir; returns its status dict. Skips a finished run (resume). The run claims its
-    dir first (harness.runlock); when another live process holds it, busy='wait' waits for that process and
+    dir first (harness.infra.runlock); when another live process holds it, busy='wait' waits for that process and
     then skips or runs, busy='skip' returns {'status': 'busy'} at once (a sweep: its end waits for them)."""
     run_dir = Path(run_dir)
     run_id = run_id or run_dir.name

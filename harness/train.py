@@ -1,7 +1,7 @@
 """The training loop: AdamW, warm-up + cosine schedule, NaN guard, loss log, progress bar.
 
 Under torchrun the same loop trains a DistributedDataParallel model: each rank steps on its slice of
-the global batch (harness.distributed); the logged loss and token counts are the global batch's."""
+the global batch (harness.infra.distributed); the logged loss and token counts are the global batch's."""
 import math
 import time
 from dataclasses import dataclass, field
@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from harness import distributed, tasks
+from harness import tasks
+from harness.infra import distributed
 
 
 def masked_loss(logits, y, mask):
@@ -43,7 +44,7 @@ def optimizer(model, train_cfg):
 
 def step(model, opt, batch, train_cfg, device, weight=1.0):
     """One fwd + bwd + optimizer step; returns the loss tensor (not synchronised). `weight` scales this
-    rank's loss so that DDP's gradient average is the global batch's (harness.distributed.shard)."""
+    rank's loss so that DDP's gradient average is the global batch's (harness.infra.distributed.shard)."""
     x, y, mask, pos = (t.to(device) if t is not None else None for t in batch)
     loss = masked_loss(model(x, pos), y, mask)
     if weight != 1.0:

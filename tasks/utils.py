@@ -11,7 +11,9 @@ sequences drawn eval.batch_size at a time. n <= task.eval_samples, rounded down 
 import datasets
 import torch
 
-from harness import data, ruler, synthetic
+from harness.tasks import data
+from harness.tasks import ruler
+from harness.tasks import synthetic
 from harness.config import EvalConfig
 
 EVAL_BATCH = EvalConfig().batch_size  # the runner's default eval.batch_size (conf/eval/default.yaml)
@@ -78,7 +80,7 @@ def choice_acc_by_length(doc, results):
 
 
 def ruler_docs(*, ruler_task, lengths, n, depths=None, params=None, eval_batch_size=EVAL_BATCH, **_lm_eval_metadata):
-    """Mini-RULER (harness.ruler): n docs per length, and per depth for the niah tasks (RULER reports one score
+    """Mini-RULER (harness.tasks.ruler): n docs per length, and per depth for the niah tasks (RULER reports one score
     per length, averaged over depths). `params` are the generator's keyword arguments; each doc also carries
     `sep`, the character that splits its target into RULER's references (Batch.sep)."""
     params, grid = dict(params or {}), [{"depth": float(d)} for d in depths] if depths else [{}]
@@ -90,7 +92,7 @@ def ruler_docs(*, ruler_task, lengths, n, depths=None, params=None, eval_batch_s
 def string_match_by_length(doc, results):
     """{"<length>": RULER's string_match_all (scripts/eval/synthetic/constants.py in NVIDIA/RULER, the metric of
     its niah, vt, cwe and fwe tasks)}: the fraction of the target's references (split on doc["sep"]) that occur
-    in the generated text, case-insensitively (harness.ruler.string_match)."""
+    in the generated text, case-insensitively (harness.tasks.ruler.string_match)."""
     pred = torch.tensor(list(results[0].encode("utf-8", "surrogateescape")), dtype=torch.long).view(1, -1)
     target = torch.tensor(list(doc["target"].encode("utf-8")), dtype=torch.long).view(1, -1)
     score, _ = ruler.string_match(pred, target, ord(doc["sep"]))
@@ -116,6 +118,6 @@ def _decodes(raw):
 
 
 def content_docs(*, content_task, lengths, n, params=None, eval_batch_size=EVAL_BATCH, **_lm_eval_metadata):
-    """Content-position tasks (harness.content_tasks: count, flip_flop): n docs per length, the runner's seed-0 test
+    """Content-position tasks (harness.tasks.content: count, flip_flop): n docs per length, the runner's seed-0 test
     set of synthetic task `content_task` with generator keyword arguments `params`; scored by exact match."""
     return _synthetic(content_task, lengths, n, eval_batch_size=eval_batch_size, **dict(params or {}))

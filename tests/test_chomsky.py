@@ -1,5 +1,5 @@
-"""Chomsky-hierarchy tasks (harness/chomsky.py): every answer against a plain-Python computation from the prompt
-bytes, the harness.synthetic contract (shapes, shift, masks, markers, determinism, minimum lengths), and the
+"""Chomsky-hierarchy tasks (harness/tasks/chomsky.py): every answer against a plain-Python computation from the prompt
+bytes, the harness.tasks.synthetic contract (shapes, shift, masks, markers, determinism, minimum lengths), and the
 report section on a hand-made results frame."""
 import math
 
@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from harness import synthetic as S  # first: harness.synthetic imports harness.chomsky at its bottom
-from harness import chomsky as C
-from harness import report_chomsky
+from harness.tasks import synthetic as S  # first: harness.tasks.synthetic imports harness.tasks.chomsky at its bottom
+from harness.tasks import chomsky as C
+from harness.report import chomsky as report_chomsky
 
 LENGTHS = (8, 9, 16, 37, 40, 64, 500, 1024)
 MINIMUM = {"parity": 2, "even_pairs": 3, "modular_arithmetic": 4, "duplicate_string": 6, "binary_addition": 6}

@@ -7,7 +7,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from harness import config as config_lib
-from harness import encodings, resolvers, synthetic
+from harness import encodings
+from harness.config import resolvers
+from harness.tasks import synthetic
 from harness.__main__ import CONF, jobs, validate
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""harness.content_tasks (count, flip_flop): every answer equals a plain-Python run of its prompt (the interpreters
+"""harness.tasks.content (count, flip_flop): every answer equals a plain-Python run of its prompt (the interpreters
 below are written from the tasks' definitions, not from the generators' code), the statement and instruction laws
 are the papers', sizes, refusals and determinism, tests/test_synthetic.py's checks of every registered task, the
 Hydra task configs, and the lm-eval tasks tasks/count.yaml and tasks/flip_flop.yaml."""
@@ -10,8 +10,9 @@ import yaml
 from lm_eval import simple_evaluate
 from lm_eval.api.model import LM
 
-from harness import synthetic  # first: harness.synthetic imports the task modules
-from harness import config, content_tasks, tasks
+from harness.tasks import synthetic  # first: harness.tasks.synthetic imports the task modules
+from harness import config, tasks
+from harness.tasks import content as content_tasks
 from harness.config import EvalConfig
 from harness.lmeval import rows as lm_eval_rows
 from tests import test_synthetic as generic
@@ -25,7 +26,7 @@ KEY, SEP = bytes([synthetic.KEY]), bytes([synthetic.SEP])
 
 @pytest.fixture(autouse=True)
 def registered(monkeypatch):
-    """harness.synthetic.TASKS and config.TASK_NAMES with these generators (what registering them gives)."""
+    """harness.tasks.synthetic.TASKS and config.TASK_NAMES with these generators (what registering them gives)."""
     monkeypatch.setattr(synthetic, "TASKS", {**synthetic.TASKS, **content_tasks.TASKS})
     names = tuple(dict.fromkeys((*config.TASK_NAMES, *content_tasks.TASKS)))
     for module in (config, tasks):  # harness.tasks imported the name

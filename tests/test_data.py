@@ -1,4 +1,4 @@
-"""Corpora, split, training batches and the evaluation-window protocols of harness.data."""
+"""Corpora, split, training batches and the evaluation-window protocols of harness.tasks.data."""
 import hashlib
 import re
 
@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import data
+from harness.tasks import data
 
 
 def test_kjv_is_pinned_english_prose():

@@ -22,7 +22,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from harness import distributed, results, runner
+from harness import results, runner
+from harness.infra import distributed
 from harness.config import from_dict
 
 ROOT = Path(__file__).resolve().parent.parent

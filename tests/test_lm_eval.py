@@ -15,7 +15,8 @@ from lm_eval.api.instance import Instance
 from lm_eval.api.model import LM
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-from harness import config, data, results, tasks, train
+from harness import config, results, tasks, train
+from harness.tasks import data
 from harness.lmeval import rows as lm_eval_rows
 from harness import model as model_lib
 from harness.lmeval.model import HarnessLM, load_run
@@ -112,7 +113,7 @@ def test_simple_evaluate_offline_tasks_end_to_end(run_dir):
 
 class ScriptedLM(LM):
     """An LM whose answers are known: it solves each synthetic task from the context alone, by the task's
-    definition in harness/synthetic.py's docstrings (PAD 0, SEP 1, KEY 2 are the markers), except on docs whose
+    definition in harness/tasks/synthetic.py's docstrings (PAD 0, SEP 1, KEY 2 are the markers), except on docs whose
     doc_id % 3 == 2, where it answers wrong; a rolling document gets log-likelihood -ln 2 per byte."""
 
     @staticmethod

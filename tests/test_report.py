@@ -9,8 +9,9 @@ import pytest
 import scipy.stats
 from matplotlib.collections import PolyCollection
 
-from harness import report, report_plots, results, stats
-from harness.report_tables import fmt_ci
+from harness import report, results, stats
+from harness.report import plots as report_plots
+from harness.report.tables import fmt_ci
 
 LENS = (64, 128, 512)  # 1x, 2x and 8x the train length
 SEED_EFFECT = (0.30, -0.20, 0.10, -0.15)  # shared by every encoding of one seed (same batches, same windows)
@@ -252,5 +253,5 @@ def test_labels_skip_every_measurement_knob_the_measurement_code_writes_into_par
     # the report reads labels from the rows alone; a knob added to the precision study's params must be
     # listed as a measurement key, or every precision variant would get its own label
     from harness.measure import precision_model
-    from harness.report_labels import MEASUREMENT_KEYS
+    from harness.report.labels import MEASUREMENT_KEYS
     assert set(precision_model.PARAM_KEYS) <= set(MEASUREMENT_KEYS)

@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness import report_pretrained, results
+from harness import results
+from harness.report import pretrained as report_pretrained
 from harness.pretrained import transfer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,7 +86,7 @@ def test_a_pair_equal_by_construction_on_both_sides_is_called_identical():
 
 
 def test_readme_block_is_what_the_committed_results_give():
-    """The README's pretrained block is generated (python -m harness.report_pretrained results/pretrained --readme
+    """The README's pretrained block is generated (python -m harness.report.pretrained results/pretrained --readme
     README.md --write); it fails here when a committed result or the generator changed without it."""
     text = (ROOT / "README.md").read_text()
     assert report_pretrained.BLOCK.search(text), "README has no pretrained block"

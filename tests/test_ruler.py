@@ -1,4 +1,4 @@
-"""harness.ruler (mini-RULER, Hsieh et al. 2024): every answer equals what a plain parse of its prompt gives
+"""harness.tasks.ruler (mini-RULER, Hsieh et al. 2024): every answer equals what a plain parse of its prompt gives
 (parsers written here from the task definitions, not from the generators' code), needles sit at the stated
 depth, haystacks hold nothing a needle could be confused with, sizes and refusals, string_match on cases worked
 by hand from RULER's definition, and the lm-eval tasks tasks/ruler_*.yaml."""
@@ -10,8 +10,8 @@ import torch
 from lm_eval import simple_evaluate
 from lm_eval.api.model import LM
 
-from harness import synthetic  # first: harness.synthetic imports harness.ruler at its bottom
-from harness import ruler
+from harness.tasks import synthetic  # first: harness.tasks.synthetic imports harness.tasks.ruler at its bottom
+from harness.tasks import ruler
 from harness.config import EvalConfig
 from harness.lmeval import rows as lm_eval_rows
 
@@ -220,7 +220,7 @@ LM_TASKS = [f"miniruler_{k}" for k in ruler.TASKS]
 
 @pytest.fixture()
 def registered(monkeypatch):
-    """harness.synthetic.TASKS with the ruler generators (what synthetic.py's merge of ruler.TASKS gives)."""
+    """harness.tasks.synthetic.TASKS with the ruler generators (what synthetic.py's merge of ruler.TASKS gives)."""
     monkeypatch.setattr(synthetic, "TASKS", {**synthetic.TASKS, **ruler.TASKS})
 
 

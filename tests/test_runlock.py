@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from harness import results, runlock, runner, train
+from harness import results, runner, train
+from harness.infra import runlock
 from tests.test_reliability import ROOT, command
 from tests.test_runner import tiny
 

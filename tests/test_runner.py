@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 import torch
 
-from harness import data, results, runner, tasks, train
+from harness import results, runner, tasks, train
+from harness.tasks import data
 from harness.config import from_dict
 from harness.measure import extension, extrapolation
 
@@ -205,7 +206,7 @@ def test_one_seed_pairs_encodings_on_the_same_batches_and_windows(tmp_path, monk
 
 
 def test_sliding_protocol_has_its_own_token_cap(tmp_path, monkeypatch):
-    from harness import data
+    from harness.tasks import data
     caps, windows = set(), data.eval_windows
 
     def record(tokens, L, **kw):
@@ -291,7 +292,7 @@ def test_extension_after_finetune_adds_rows(tmp_path):
 
 
 def test_randomized_positions_train_any_encoding(tmp_path):
-    from harness import positions
+    from harness.tasks import positions
     g = torch.Generator().manual_seed(0)
     pos = positions.randomized(16, 256, g)
     assert pos.shape == (16,) and bool((pos.diff() > 0).all()) and int(pos.max()) < 256
@@ -322,7 +323,7 @@ def test_attention_statistics_and_the_decode_benchmark_are_rows_when_asked(tmp_p
     assert set(eff.metric) == {"effective_len_absolute", "effective_len_relative"}
     assert set(eff.protocol) == {"byte_acc:nonoverlapping", "byte_acc:sliding8"}  # eval.protocol both
     # the report reads labels from the rows alone: every measurement param must be a known non-label key
-    from harness.report_labels import EXTENSION_KEYS, MEASUREMENT_KEYS
+    from harness.report.labels import EXTENSION_KEYS, MEASUREMENT_KEYS
     keys = set().union(*df.params.map(lambda p: set(json.loads(p))))
     assert keys - set(json.loads(df.params.iloc[0])) <= set(MEASUREMENT_KEYS) | set(EXTENSION_KEYS)
 

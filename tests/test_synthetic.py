@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness import synthetic as S
+from harness.tasks import synthetic as S
 from harness.encodings import build
 
 LENGTHS = (16, 37, 64, 1024)  # 1024 = 16x a 64-byte training length
@@ -221,9 +221,9 @@ def test_every_task_refuses_a_length_below_its_minimum_with_one_line_naming_it(t
 
 
 def test_raster_reads_positions_as_the_grid_tasks_lay_them_out():
-    """harness.positions.raster, the reading rope2d, rope_mixed, comrope and mrope share, inverts the layouts of
+    """harness.tasks.positions.raster, the reading rope2d, rope_mixed, comrope and mrope share, inverts the layouts of
     grid_batch (p = 16 row + col) and grid3d (p = 16 frame + 4 row + col), negative positions included."""
-    from harness.positions import raster
+    from harness.tasks.positions import raster
     frame, row, col = torch.meshgrid(torch.arange(-3, 5), torch.arange(4), torch.arange(4), indexing="ij")
     p = (16 * frame + 4 * row + col).flatten()
     assert torch.equal(raster(p, (4, 4)), torch.stack((frame.flatten(), row.flatten(), col.flatten())))

@@ -5,7 +5,8 @@ import time
 
 import pytest
 
-from harness import results, runner, train, wandb_sink
+from harness import results, runner, train
+from harness.infra import wandb_sink
 from tests.test_runner import tiny
 
 

@@ -6,7 +6,8 @@ import math
 import pandas as pd
 import torch
 
-from harness import encodings, timing
+from harness import encodings
+from harness.measure import timing
 from harness.claims.table import Evidence, by_parts, fmt, missing, plot, verdict
 from harness.encodings.sinusoidal import table as sin_table
 from harness.rope import decay_curve, frequencies
@@ -20,7 +21,7 @@ def _spearman(xs, ys):
 
 def time_s(fn, repeats=9, inner=5):
     """Seconds per call: the lower quintile over repeats of the mean of `inner` calls, after one warm-up
-    call (harness.timing: ratios of two such times are what the claims report)."""
+    call (harness.measure.timing: ratios of two such times are what the claims report)."""
     return timing.lower_quintile(timing.seconds_per_call(fn, repeats=repeats, inner=inner, warmup=1))
 
 

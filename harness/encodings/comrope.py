@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from harness.encodings._layered import PerLayer
-from harness.positions import raster
+from harness.tasks.positions import raster
 
 BLOCK_SIZES = (2, 4, 8)
 AXES = 2  # (row, col)

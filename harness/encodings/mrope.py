@@ -26,7 +26,7 @@ edge. The rotation of a key depends on its own position only, so cached keys sta
 import torch
 
 from harness.encodings._base import Encoding
-from harness.positions import raster
+from harness.tasks.positions import raster
 from harness.rope import frequencies, rotary_table
 from harness.rope.apply import apply_rotary_qk, check_impl
 

@@ -3,7 +3,7 @@ half by the column. 1-D positions p are read as a row-major grid: (p // width, p
 import torch
 
 from harness.encodings._base import Encoding
-from harness.positions import raster
+from harness.tasks.positions import raster
 from harness.rope import LAYOUTS, frequencies, rotary_table
 from harness.rope.apply import apply_rotary_qk, check_impl
 

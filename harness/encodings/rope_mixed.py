@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from harness.encodings._layered import PerLayer
-from harness.positions import raster
+from harness.tasks.positions import raster
 from harness.rope import LAYOUTS
 from harness.rope.apply import apply_rotary_qk
 

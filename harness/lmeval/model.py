@@ -17,7 +17,8 @@ from lm_eval.utils import simple_parse_args_string
 from tqdm import tqdm
 
 from harness import config as config_lib
-from harness import data, results
+from harness import results
+from harness.tasks import data
 from harness import model as model_lib
 from harness.lmeval import generate
 from harness.measure import extension

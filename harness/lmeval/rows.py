@@ -26,7 +26,8 @@ import pandas as pd
 from lm_eval import simple_evaluate
 from lm_eval.tasks import TaskManager
 
-from harness import paths, results, wandb_sink
+from harness import paths, results
+from harness.infra import wandb_sink
 from harness.config import EXTENSIONS, to_dict
 from harness.lmeval.model import HarnessLM, load_run
 

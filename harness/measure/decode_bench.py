@@ -4,7 +4,7 @@ For each context length L: a prefill of L random bytes into a KVCache (one decod
 one-token steps against it. Inputs are random bytes: the cost does not depend on the content, and feeding
 pre-drawn tokens keeps an argmax out of the timed loop.
 - decode_tokens_per_s (eval_len = L, tokens/s): batch_size * new_tokens / the seconds of the new_tokens steps,
-  the median over `repeats` after `warmup` runs (harness.timing: a throughput row takes the median, a typical
+  the median over `repeats` after `warmup` runs (harness.measure.timing: a throughput row takes the median, a typical
   run). Every repeat decodes from the same prefilled cache: a step concatenates into new tensors (decode._block)
   and never writes the old ones, so the reset to the prefill's tensors that opens each timed call is a pointer
   assignment, no copy.
@@ -19,7 +19,8 @@ import math
 
 import torch
 
-from harness import decode, timing
+from harness import decode
+from harness.measure import timing
 from harness.measure.extrapolation import _row
 
 PROTOCOL = "decode"

@@ -102,7 +102,8 @@ def ruler_scores(model, b, device):
     """RULER's string match of the greedily generated answer of batch b (b.sep set): the prompt is everything
     before the K answer bytes, K bytes are decoded (harness.decode.greedy: KV cache where the encoding allows)
     and scored against the references the answer lists. -> ({ruler_all, ruler_part}: (n,) each, decode path)."""
-    from harness import decode, ruler
+    from harness import decode
+    from harness.tasks import ruler
     K = int(b.mask[0].sum())  # every sequence of a batch has the same answer length
     T = b.x.shape[1]
     pos = b.pos.to(device) if b.pos is not None else None

@@ -17,7 +17,8 @@ import pathlib
 import pandas as pd
 import torch
 
-from harness import flex, timing
+from harness import flex
+from harness.measure import timing
 from harness.encodings import build
 from harness.measure.memory import peak_extra_bytes
 from harness.model import softmax_attention

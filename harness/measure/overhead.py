@@ -11,7 +11,8 @@ import argparse
 
 import torch
 
-from harness import encodings, timing, train
+from harness import encodings, train
+from harness.measure import timing
 from harness.config import TrainConfig
 from harness.model import Transformer
 

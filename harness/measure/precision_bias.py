@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from harness.config import PRECISION_PROTOCOLS as PROTOCOLS
+from harness.names import PRECISION_PROTOCOLS as PROTOCOLS
 from harness.encodings import ENCODINGS, build
 from harness.encodings.xpos import zeta as xpos_zeta
 from harness.measure.precision_pipelines import DTYPES, MAX_LEN, inv_freq_fp64, row, window_rows, windows

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from harness.config import PRECISION_PROTOCOLS as PROTOCOLS
+from harness.names import PRECISION_PROTOCOLS as PROTOCOLS
 from harness.encodings import ENCODINGS, build
 from harness.encodings._base import Encoding
 from harness.measure.precision_bias import in_low_precision

@@ -28,8 +28,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from harness.config import LOW_DTYPES
-from harness.config import PRECISION_PROTOCOLS as PROTOCOLS
+from harness.names import LOW_DTYPES
+from harness.names import PRECISION_PROTOCOLS as PROTOCOLS
 from harness.model import causal_mask
 from harness.measure.precision_pipelines import DTYPES, windows as log_windows
 

@@ -13,10 +13,10 @@ import math
 
 import torch
 
-from harness.pipelines import STAGE_DTYPES, STAGES, Pipeline, load_pipeline, pipeline_names  # noqa: F401
+from harness.rope.pipelines import STAGE_DTYPES, STAGES, Pipeline, load_pipeline, pipeline_names  # noqa: F401
 from harness.rope import apply_rotary, frequencies
 
-# the stage dtype names (harness.pipelines.STAGE_DTYPES, the schema) as torch dtypes
+# the stage dtype names (harness.rope.pipelines.STAGE_DTYPES, the schema) as torch dtypes
 DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
           "bf16": torch.bfloat16, "fp16": torch.float16}
 assert tuple(DTYPES) == STAGE_DTYPES

@@ -1,4 +1,4 @@
-"""Throughput: tokens/s over timed steps after warm-up, the median of repeats (harness.timing).
+"""Throughput: tokens/s over timed steps after warm-up, the median of repeats (harness.measure.timing).
 
 Train = fwd + bwd + optimizer step on a copy of the model (the trained weights are not touched);
 eval = fwd under no_grad. Inputs are random bytes: the cost does not depend on the content."""
@@ -6,7 +6,8 @@ import copy
 
 import torch
 
-from harness import timing, train
+from harness import train
+from harness.measure import timing
 
 
 def train_tokens_per_s(model, train_cfg, device, *, warmup=2, repeats=5, steps=2):

@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from harness import data
+from harness.tasks import data
 from harness.measure import precision_pipelines as pp
 from harness.pretrained import checkpoint, passkey, rotary, scoring, variants
 

@@ -9,7 +9,7 @@ import math
 import pandas as pd
 
 from harness import stats
-from harness.report_tables import ci_cells, fmt, lower_is_better, render
+from harness.report.tables import ci_cells, fmt, lower_is_better, render
 
 ALL = "all"  # column of a metric measured without an eval length
 

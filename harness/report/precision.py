@@ -21,7 +21,7 @@ from harness.measure.precision import precision_report_rows, safe_length
 from harness.measure.precision_bias import bias_encodings
 from harness.measure.precision_layers import members
 from harness.measure.precision_pipelines import MAX_LEN, Pipeline, load_pipeline, pipeline_names, row
-from harness.report_tables import ci_table
+from harness.report.tables import ci_table
 
 KL_SAFE = 1e-3  # nats: the model-level "safe" bound on the mean next-token KL against fp32
 

@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from harness.measure.flex_bench import summary
-from harness.report_plots import save, style
-from harness.report_tables import md_table
+from harness.report.plots import save, style
+from harness.report.tables import md_table
 
 MiB = 2 ** 20
 COLUMNS = {"encoding", "layer", "path", "T", "metric", "value", "unit", "repeats", "nan_reason"}

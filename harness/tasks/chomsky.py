@@ -1,21 +1,21 @@
-"""Length-generalization tasks of the Chomsky-hierarchy study, as byte sequences for harness.synthetic.
+"""Length-generalization tasks of the Chomsky-hierarchy study, as byte sequences for harness.tasks.synthetic.
 
 Delétang et al., "Neural Networks and the Chomsky Hierarchy" (ICLR 2023; google-deepmind/
 neural_networks_chomsky_hierarchy, tasks/regular/*.py, tasks/cs/*.py), reused by Ruoss et al.,
 "Randomized Positional Encodings Boost Length Generalization of Transformers" (ACL 2023). Their tasks map
-one-hot input strings to output strings; here each is one harness.synthetic sequence, [PAD]* prompt SEP
-answer (harness.sequences.pack), where the prompt is the input string and the answer the output string, so
+one-hot input strings to output strings; here each is one harness.tasks.synthetic sequence, [PAD]* prompt SEP
+answer (harness.tasks.sequences.pack), where the prompt is the input string and the answer the output string, so
 the same next-byte model, masks and accuracy serve every task. Content is digits, letters and the operator
-bytes + - * (never a control byte PAD/SEP/KEY). `length` is T as everywhere in harness.synthetic: each
+bytes + - * (never a control byte PAD/SEP/KEY). `length` is T as everywhere in harness.tasks.synthetic: each
 generator fills it with the largest problem that fits and raises one ValueError below its minimum.
 
 Every generator is deterministic given the torch.Generator and vectorized (no Python loop over positions or
-sequences; binary_addition redraws the rare all-zero operand). harness.synthetic merges `TASKS` into its own."""
+sequences; binary_addition redraws the rare all-zero operand). harness.tasks.synthetic merges `TASKS` into its own."""
 from typing import Callable, Dict
 
 import torch
 
-from harness.sequences import A, LETTERS, ZERO, Batch, need, pack
+from harness.tasks.sequences import A, LETTERS, ZERO, Batch, need, pack
 
 OPERATORS = "+-*"  # modular_arithmetic's operator bytes, as in the authors' OP_BY_CHARACTER
 

@@ -1,10 +1,10 @@
 """Rows -> report.md with tables + PNG plots. `python -m harness.report RESULTS... [--out DIR]
 [--reference VARIANT] [--test t|permutation] [--flex CSV...]`.
 
-Each curve or table row is a *variant* (harness.report_labels). Runs that differ only in their seed are
+Each curve or table row is a *variant* (harness.report.labels). Runs that differ only in their seed are
 one variant: every number is a mean over seeds with its 95% interval, and every aggregation over
-seeds goes through harness.stats (report_tables, report_plots, report_confidence, report_budget,
-report_lmeval, report_labels hold the pieces)."""
+seeds goes through harness.stats (the sibling modules tables, plots, confidence, budget, lmeval and labels hold
+the pieces)."""
 import argparse
 import json
 import sys
@@ -12,12 +12,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import (report_budget, report_chomsky, report_confidence, report_flex, report_lmeval, report_longctx,
-                     report_precision, report_pretrained, results, stats, wandb_sink)
+from harness import results, stats
+from harness.report import budget as report_budget
+from harness.report import chomsky as report_chomsky
+from harness.report import confidence as report_confidence
+from harness.report import flex as report_flex
+from harness.report import lmeval as report_lmeval
+from harness.report import longctx as report_longctx
+from harness.report import precision as report_precision
+from harness.report import pretrained as report_pretrained
+from harness.infra import wandb_sink
 from harness.measure.precision_pipelines import MAX_LEN
-from harness.report_labels import prepare, variants
-from harness.report_plots import fig_bars, fig_cost, fig_curves, fig_passkey, fig_training, save
-from harness.report_tables import (ci_table, lower_is_better, md_table, select,  # noqa: F401 - md_table: report_precision
+from harness.report.labels import prepare, variants
+from harness.report.plots import fig_bars, fig_cost, fig_curves, fig_passkey, fig_training, save
+from harness.report.tables import (ci_table, lower_is_better, md_table, select,  # noqa: F401 - md_table: report_precision
                                    table)
 
 MiB = 2 ** 20
@@ -250,6 +258,3 @@ def log_summary(paths, out, mode):
     summary = stats.summarize(keep, ["metric", "protocol", "eval_len", "variant"])
     return wandb_sink.log_summary(out, mode, ",".join(sorted(df.sweep.unique())), summary)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,8 +1,8 @@
-"""The pretrained report's figure: one PNG per model (harness.report_pretrained writes it next to report.md)."""
+"""The pretrained report's figure: one PNG per model (harness.report.pretrained writes it next to report.md)."""
 from harness import stats
-from harness.pipelines import pipeline_names
+from harness.rope.pipelines import pipeline_names
 from harness.pretrained.rows import lm_rows, order as _order
-from harness.report_plots import BAND_ALPHA, save, style
+from harness.report.plots import BAND_ALPHA, save, style
 
 
 def figure(d, out, made, name="pretrained.png"):

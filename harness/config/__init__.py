@@ -6,20 +6,17 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from harness import encodings, flex, resolvers, synthetic  # noqa: F401 - resolvers: conf/ interpolates them
-from harness.config_eval import (EXTENSIONS, PROTOCOLS, EffectiveLengthConfig, EvalConfig,  # noqa: F401 - re-exported
+from harness import encodings, flex
+from harness.config import resolvers  # noqa: F401 - registered on import: conf/ interpolates them
+from harness.config.eval import (EXTENSIONS, PROTOCOLS, EffectiveLengthConfig, EvalConfig,  # noqa: F401 - re-exported
                                  ExtensionConfig, _choice, _positive, protocol_list)
-from harness.config_pretrained import PretrainedConfig  # noqa: F401 - re-exported
-from harness.pipelines import Pipeline, load_pipeline, pipeline_names
-
-# Names this schema validates, owned here (the eval section's in harness.config_eval); encoding and synthetic-task
-# names come from their registries.
-ATTENTIONS = ("softmax", "linear")
-QK_NORMS = ("none", "rms", "l2")  # harness.model.QK_NORM_SPECS: where and how each normalizes q and k
-TASK_NAMES = ("lm", *sorted(synthetic.TASKS))
-LOW_DTYPES = ("fp32", "bf16", "fp16")  # model-level precision: the dtype a trained model is run in
-PRECISION_PROTOCOLS = ("cast", "autocast")  # ...by casting the module, or under torch.autocast
-WANDB_MODES = ("offline", "online", "disabled")
+from harness.config.pretrained import PretrainedConfig  # noqa: F401 - re-exported
+# Names this schema validates: fixed tuples in harness.names (Hydra-free, for the low layers too), the eval
+# section's in harness.config.eval; encoding and task names come from their registries.
+from harness.names import (ATTENTIONS, LOW_DTYPES, PRECISION_PROTOCOLS, QK_NORMS,  # noqa: F401 - re-exported
+                           WANDB_MODES)
+from harness.rope.pipelines import Pipeline, load_pipeline, pipeline_names
+from harness.tasks import TASK_NAMES, synthetic
 
 
 @dataclass
@@ -98,7 +95,7 @@ class TrainConfig:
 
 @dataclass
 class PipelineConfig:
-    """A RoPE precision pipeline's stage dtypes (harness.pipelines.Pipeline, which is
+    """A RoPE precision pipeline's stage dtypes (harness.rope.pipelines.Pipeline, which is
     frozen and so cannot take Hydra overrides itself); validated by building that Pipeline."""
 
     name: str = "fp32"

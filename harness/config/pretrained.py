@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from harness.config_eval import _choice, _positive
+from harness.config.eval import _choice, _positive
 
 STUDIES = ("lm", "precision", "passkey")
 SPLITS = ("train", "val", "test")

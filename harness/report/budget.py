@@ -12,9 +12,9 @@ import matplotlib.ticker
 import pandas as pd
 
 from harness import stats
-from harness.report_confidence import LENGTHS, mains
-from harness.report_plots import label_points, n_text, save, style
-from harness.report_tables import render
+from harness.report.confidence import LENGTHS, mains
+from harness.report.plots import label_points, n_text, save, style
+from harness.report.tables import render
 
 
 def budget_table(df):

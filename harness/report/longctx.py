@@ -5,9 +5,10 @@ import json
 
 import pandas as pd
 
-from harness import report_budget, stats
-from harness.report_plots import fig_bars, fig_curves, save
-from harness.report_tables import ci_table, select, table
+from harness import stats
+from harness.report import budget as report_budget
+from harness.report.plots import fig_bars, fig_curves, save
+from harness.report.tables import ci_table, select, table
 
 MiB = 2 ** 20
 PRIMARY = ("ruler_all", "acc", "byte_acc")  # the score the effective-length plot shows: the first present

@@ -9,7 +9,7 @@ import math
 import pandas as pd
 
 from harness import stats
-from harness.report_tables import decimals, fmt, lower_is_better, render
+from harness.report.tables import decimals, fmt, lower_is_better, render
 
 # (metric, protocol prefix, title): the quantities a comparison is about, in headline order.
 MAIN = (("ppl", "nonoverlapping", "PPL, nonoverlapping windows"),

@@ -11,14 +11,15 @@ import math
 
 import pandas as pd
 
-from harness import chomsky, stats
-from harness.report_tables import ci_cells, fmt, render
+from harness import stats
+from harness.tasks import chomsky
+from harness.report.tables import ci_cells, fmt, render
 
 TITLE = "## Chomsky-hierarchy tasks: OOD accuracy and mean reciprocal rank\n"
 
 
 def _label(df, by):
-    """The column that names a variant: `by`, else the report's `short` label (harness.report_labels; it keeps
+    """The column that names a variant: `by`, else the report's `short` label (harness.report.labels; it keeps
     randomized-position runs apart from plain ones), else the encoding."""
     return by or ("short" if "short" in df.columns else "encoding")
 
@@ -73,7 +74,7 @@ def section(df, by=None) -> str:
     ood = per_seed(d, lambda x: x.eval_len > x.train_len)
     ind = per_seed(d, lambda x: x.eval_len == x.train_len)
     md = [TITLE,
-          "Tasks of Delétang et al. (ICLR 2023; harness/chomsky.py). OOD accuracy: per seed, the token accuracy "
+          "Tasks of Delétang et al. (ICLR 2023; harness/tasks/chomsky.py). OOD accuracy: per seed, the token accuracy "
           "on the answer bytes averaged over every eval length beyond the train length (lengths: "
           f"{', '.join(str(int(L)) for L in sorted(d[d.eval_len > d.train_len].eval_len.unique()))}); then mean ± "
           "95% t interval over seeds. Chance is 1/2 on parity and even_pairs, 1/modulus (5) on modular_arithmetic.\n",

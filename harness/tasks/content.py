@@ -4,18 +4,18 @@ Both tasks ask about "the last event of a kind": the last reset of a variable an
 (count), the last write instruction (flip_flop). The distance to that event is random and what lies between
 is filler of the same bytes, so an encoding that counts tokens (absolute, relative) has no fixed offset to
 attend to, while one that counts chosen tokens (CoPE: Golovneva et al., "Contextual Position Encoding:
-Learning to Count What's Important", arXiv 2405.18719, §4) can. Each is one harness.synthetic sequence,
-[PAD]* prompt SEP answer (harness.sequences.pack), with the contract of harness.synthetic:
+Learning to Count What's Important", arXiv 2405.18719, §4) can. Each is one harness.tasks.synthetic sequence,
+[PAD]* prompt SEP answer (harness.tasks.sequences.pack), with the contract of harness.tasks.synthetic:
 fn(n, length, generator, **params) -> Batch, length = T, the problem grows with the length (more statements,
 more instructions), one ValueError below the minimum length, deterministic given the torch.Generator and
 vectorized (no Python loop over positions or sequences; count redraws the rare rows with no variable set,
 as the authors' generator does). Answers are digits; markers are the control bytes KEY and SEP.
-harness.synthetic merges `TASKS` into its own."""
+harness.tasks.synthetic merges `TASKS` into its own."""
 from typing import Callable, Dict, Tuple
 
 import torch
 
-from harness.sequences import A, KEY, LETTERS, ZERO, Batch, need, pack
+from harness.tasks.sequences import A, KEY, LETTERS, ZERO, Batch, need, pack
 
 # count: the authors' OP_WEIGHTS (facebookresearch/RAM, projects/cope/scripts/count_data_gen.py)
 SET, INC, PASS = 0, 1, 2

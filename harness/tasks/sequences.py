@@ -1,6 +1,6 @@
 """Byte sequences of the synthetic tasks: markers, the Batch every generator returns and the helpers that build it.
 
-Generators (harness.synthetic, harness.chomsky, harness.ruler) build n byte sequences of length T + 1
+Generators (harness.tasks.synthetic, harness.tasks.chomsky, harness.tasks.ruler) build n byte sequences of length T + 1
 (T = `length`): [PAD]* prompt SEP answer; x = seq[:T], y = seq[1:] (next-byte targets), `mask` marks the answer
 targets. Markers are control bytes (PAD 0, SEP 1, KEY 2); content is letters, digits or filler text without
 digits, so no marker can be mistaken for content. Left padding keeps the answer at the end of the sequence.
@@ -22,7 +22,7 @@ KEY_DIGITS = 5
 class Batch:
     """x, y (n, T) int64; mask (n, T) bool answer targets; pos (T,) int64 positions to feed the model.
     sep: None, or the byte that splits the answer into references (a RULER task): the answer is then also
-    scored by greedy generation and RULER's string match (harness.ruler.string_match)."""
+    scored by greedy generation and RULER's string match (harness.tasks.ruler.string_match)."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -58,7 +58,7 @@ def landmark_filler(n: int, f: int, generator: torch.Generator) -> torch.Tensor:
 
 
 def kjv_filler(n: int, f: int, generator: torch.Generator) -> torch.Tensor:
-    from harness.data import load_corpus
+    from harness.tasks.data import load_corpus
     text = torch.frombuffer(bytearray(load_corpus("kjv").data), dtype=torch.uint8)
     start = torch.randint(0, text.numel() - f, (n,), generator=generator)
     return text[start[:, None] + torch.arange(f)].long()  # (n, f)

@@ -1,17 +1,19 @@
 """Synthetic length-generalization tasks, byte-level and deterministic given a torch.Generator: the registry.
 
-Every task is `fn(n, length, generator, **params) -> Batch` (harness.sequences: [PAD]* prompt SEP answer,
+Every task is `fn(n, length, generator, **params) -> Batch` (harness.tasks.sequences: [PAD]* prompt SEP answer,
 next-byte targets, `mask` on the answer). Loss may be taken on every target (the prompt is random, so it only
 teaches the byte statistics; PADs are trivial) or on `mask` only; accuracy is always on `mask` only. TASKS holds
-the tasks below, the Chomsky-hierarchy tasks (harness.chomsky), the byte-level mini-RULER (harness.ruler) and
-the content-counting tasks (harness.content_tasks)."""
+the tasks below, the Chomsky-hierarchy tasks (harness.tasks.chomsky), the byte-level mini-RULER (harness.tasks.ruler) and
+the content-counting tasks (harness.tasks.content)."""
 import inspect
 from typing import Callable, Dict, Optional
 
 import torch
 
-from harness import chomsky, content_tasks, ruler
-from harness.sequences import (A, DIGITS, FILLERS, KEY, KEY_DIGITS, LETTERS, PAD, SEP, ZERO, Batch,  # noqa: F401
+from harness.tasks import chomsky
+from harness.tasks import content as content_tasks
+from harness.tasks import ruler
+from harness.tasks.sequences import (A, DIGITS, FILLERS, KEY, KEY_DIGITS, LETTERS, PAD, SEP, ZERO, Batch,  # noqa: F401
                                letters, need, pack)
 
 def copy(n: int, length: int, generator: torch.Generator) -> Batch:

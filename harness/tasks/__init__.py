@@ -1,14 +1,14 @@
 """Tasks as the runner sees them: training batches and held-out data (harness.measure.extrapolation scores
 them by the task's `kind`: a corpus, "lm", or a generator, "synthetic").
 
-`lm` reads a corpus (harness.data); every generator in harness.synthetic is a task of the same name.
+`lm` reads a corpus (harness.tasks.data); every generator in harness.tasks.synthetic is a task of the same name.
 The lookup is a dict of task kinds, so adding a synthetic generator adds a task with no edit here."""
 import torch
 
-from harness import positions, synthetic
-from harness.config import TASK_NAMES
+from harness.tasks import positions, synthetic
 
-LM = TASK_NAMES[0]
+LM = "lm"
+TASK_NAMES = (LM, *sorted(synthetic.TASKS))  # what config's `task` may name
 
 
 class LMTask:
@@ -17,7 +17,7 @@ class LMTask:
     kind = "lm"
 
     def __init__(self, task_cfg, seed):
-        from harness import data
+        from harness.tasks import data
         self.data = data
         self.seed = seed
         self.corpus = data.load_corpus(task_cfg.corpus)
@@ -30,13 +30,13 @@ class LMTask:
 
     @staticmethod
     def check(task_cfg, train_len):
-        from harness import data  # as in __init__: harness.data is imported only where a corpus is read
+        from harness.tasks import data  # as in __init__: harness.tasks.data is imported only where a corpus is read
         data.check_corpus(task_cfg.corpus)
 
     @staticmethod
     def data_identity(task_cfg):
         """What the config does not say about the data: the corpus bytes (a file edited in place)."""
-        from harness import data
+        from harness.tasks import data
         return {"corpus_sha256": data.load_corpus(task_cfg.corpus).sha256}
 
     def describe(self):
@@ -58,7 +58,7 @@ class LMTask:
 
 
 class SyntheticTask:
-    """A generator from harness.synthetic: train lengths in [min_len, seq_len], test up to 16x."""
+    """A generator from harness.tasks.synthetic: train lengths in [min_len, seq_len], test up to 16x."""
 
     kind = "synthetic"
 

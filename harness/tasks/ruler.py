@@ -1,7 +1,7 @@
 """Mini-RULER: byte-level versions of RULER's synthetic tasks (Hsieh et al., "RULER: What's the real context
 size of your long-context language models?", COLM 2024; github.com/NVIDIA/RULER, scripts/data/synthetic/niah.py,
 variable_tracking.py, common_words_extraction.py, freq_words_extraction.py) as seeded generators with
-harness.synthetic's contract: fn(n, length, generator, **params) -> Batch holding [PAD]* prompt SEP answer.
+harness.tasks.synthetic's contract: fn(n, length, generator, **params) -> Batch holding [PAD]* prompt SEP answer.
 
 RULER's templates are English prose sized for 4k-128k-token models; these are compact so that a 64-byte training
 length holds every task with its defaults, and the problem grows with `length` (more haystack, more words), so
@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 import torch
 from scipy.special import zeta
 
-from harness.sequences import A, DIGITS, FILLERS, KEY, LETTERS, PAD, SEP, ZERO, Batch, landmark_filler, need, pack
+from harness.tasks.sequences import A, DIGITS, FILLERS, KEY, LETTERS, PAD, SEP, ZERO, Batch, landmark_filler, need, pack
 
 COMMA, EQ, SPACE = ord(","), ord("="), ord(" ")
 HAYSTACKS = ("repeat", "kjv")

@@ -28,7 +28,7 @@ def train_steps(df: pd.DataFrame) -> pd.Series:
 def _overrides(run_id: str) -> tuple:
     """A run id's override set without the seed, as sorted (key, value) pairs: `sweep/encoding=rope,train.lr=0.003,
     seed=1` -> (('encoding', 'rope'), ('train.lr', '0.003')). Commas inside brackets stay in their value; the
-    hashed tail of a long name (harness.resolvers.run_name: it hashes the seed too) is left out."""
+    hashed tail of a long name (harness.config.resolvers.run_name: it hashes the seed too) is left out."""
     items = re.split(r",(?![^\[]*\])", run_id.rpartition("/")[2])
     items = [i for i in items if not i.startswith("seed=") and not re.search(r"-[0-9a-f]{12}$", i)]
     return tuple(sorted(tuple(i.split("=", 1)) if "=" in i else (i, "") for i in items))

@@ -1,7 +1,7 @@
 """The pretrained-model report: rows of harness.pretrained.study (sweeps pretrained, pretrained_precision) and the
 laptop extension sweep -> report.md + pretrained.png, and the README's generated block.
 
-`python -m harness.report_pretrained RESULTS... [--out DIR] [--readme README.md --write|--check]`. Every number
+`python -m harness.report.pretrained RESULTS... [--out DIR] [--readme README.md --write|--check]`. Every number
 over windows is `mean ± half-width of its 95% t interval` with n = windows (harness.stats); differences are
 paired on the same windows."""
 import argparse
@@ -15,7 +15,7 @@ import pandas as pd
 from harness import results, stats
 from harness.pretrained import checkpoint, transfer
 from harness.pretrained.rows import lm_rows, order as _order, prepare
-from harness.report_pretrained_plots import figure
+from harness.report.pretrained_plots import figure
 
 BLOCK = re.compile(r"(<!-- pretrained-table: (\S+) -->\n)(.*?)(<!-- /pretrained-table -->)", re.S)
 
@@ -263,7 +263,7 @@ def build(paths, out):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m harness.report_pretrained", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m harness.report.pretrained", description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", help="dirs holding the pretrained runs and the laptop extension runs")
     ap.add_argument("--out", default=None, help="output dir (default: the first path)")
     ap.add_argument("--readme", default=None, help="README to regenerate the pretrained blocks of (--write/--check)")
@@ -274,7 +274,7 @@ def main(argv=None):
         text = Path(a.readme).read_text()
         new = render(text, Path(a.readme).parent)
         if a.check and new != text:
-            print(f"{a.readme}: a pretrained block is stale; run python -m harness.report_pretrained "
+            print(f"{a.readme}: a pretrained block is stale; run python -m harness.report.pretrained "
                   f"{' '.join(a.paths)} --readme {a.readme} --write", file=sys.stderr)
             return 1
         if a.write:
