@@ -1,7 +1,10 @@
 """lm-eval integration: the `harness` LM honours lm-eval's contract on our offline tasks, the CLI
 runs in a subprocess, and pystdlib_ppl equals the runner's own PPL for the same model and protocol."""
+import importlib.metadata
+import json
 import math
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +19,7 @@ from lm_eval.api.model import LM
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
 from harness import config, results, tasks, train
+from harness.config import resolvers
 from harness.tasks import data
 from harness.lmeval import rows as lm_eval_rows
 from harness import model as model_lib
@@ -34,17 +38,39 @@ def _cfg(encoding="rope", corpus="pystdlib"):
                          wandb=config.WandbConfig(mode="disabled"))
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    """A run dir holding a tiny model trained 30 steps on pystdlib (about a second)."""
+def _train_into(d):
+    """d holding a tiny model trained 30 steps on pystdlib (about a second)."""
     cfg = _cfg()
     torch.manual_seed(0)
     net = model_lib.from_config(cfg.model, cfg.encoding)
     fit = train.fit(net, tasks.build(cfg.task, 0), cfg.train, torch.Generator().manual_seed(0), "cpu", False)
     assert fit.status == "ok"
-    d = tmp_path_factory.mktemp("run")
     results.write_checkpoint(d, net.state_dict(), config.to_dict(cfg))
     return d
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A run dir holding a tiny model trained 30 steps on pystdlib (about a second)."""
+    return _train_into(tmp_path_factory.mktemp("run"))
+
+
+SWEEP_OVERRIDES = "encoding=rope,eval.lens=[16,32],seed=0"  # what Hydra's override_dirname is for such a job
+
+
+def sweep_dir(root):
+    """root/sweeps/lm_eval/<the run dir name `make sweep` gives SWEEP_OVERRIDES> (conf/config.yaml:
+    hydra.sweep.subdir = run_name(override_dirname)): commas, brackets and = in one path component."""
+    d = root / "sweeps" / "lm_eval" / resolvers.run_name(SWEEP_OVERRIDES)
+    assert d.name == SWEEP_OVERRIDES
+    d.mkdir(parents=True)
+    return d
+
+
+@pytest.fixture(scope="module")
+def sweep_run_dir(tmp_path_factory):
+    """run_dir's model trained into a dir named as a sweep's run dir."""
+    return _train_into(sweep_dir(tmp_path_factory.mktemp("out")))
 
 
 def _req(kind, args, i=0):
@@ -303,12 +329,39 @@ def test_evaluate_writes_rows_into_the_run(run_dir):
     assert len(df) == len(new) and set(df.metric) == set(new.metric)
 
 
+def readme_command():
+    """The harness-lm-eval command of README.md's lm-eval section, as argv (its comment left off)."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("\n## Standard tasks (lm-eval)"):]
+    section = section[:section.index("\n## ", 1)]
+    lines = [line for line in section.splitlines() if line.startswith("harness-lm-eval ")]
+    assert len(lines) == 1, lines
+    return shlex.split(lines[0].split("#")[0])
+
+
+def test_readme_command_on_a_sweep_run_dir(sweep_run_dir, capsys, monkeypatch):
+    """README's command, through the installed console script's function, on a run dir named as `make sweep`
+    names them (commas, brackets, =): lm-eval splits --model_args on commas, so the run dir must not reach it
+    as `run=<dir>` text. No --include_path: the harness's tasks are the default."""
+    argv = readme_command()
+    assert argv[:2] == ["harness-lm-eval", "<run_dir>"] and "--include_path" not in argv
+    script = importlib.metadata.entry_points(group="console_scripts")["harness-lm-eval"]
+    assert script.value == "harness.lmeval.cli:main"
+    monkeypatch.setattr("lm_eval.__main__.setup_logging", lambda *a, **k: None)  # binds a handler to stderr
+    monkeypatch.setattr(sys, "argv", ["harness-lm-eval"])  # main() sets it; put it back after
+    script.load()([str(sweep_run_dir) if a == "<run_dir>" else a for a in argv[1:]] + ["--limit", "2",
+                                                                                     "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert "byte_perplexity" in out and "|passkey" in out
+    assert json.dumps(str(sweep_run_dir))[1:-1] in out  # lm-eval's header names the model_args: the whole dir
+
+
 @pytest.mark.slow
-def test_cli_subprocess(run_dir):
+def test_cli_subprocess(sweep_run_dir):
+    """The real entry point, `--model_args run=<dir>` with a sweep's run dir, our tasks/ by default."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LMEVAL_LOG_LEVEL": "DEBUG"}
-    cmd = [sys.executable, "-m", "harness.lmeval.cli", "--model", "harness", "--model_args", f"run={run_dir}",
-           "--tasks", "passkey,pystdlib_ppl", "--include_path", str(ROOT / "tasks"), "--limit", "2",
-           "--device", "cpu"]
+    cmd = [sys.executable, "-m", "harness.lmeval.cli", "--model", "harness", "--model_args",
+           f"run={sweep_run_dir},batch_size=2", "--tasks", "passkey,pystdlib_ppl", "--limit", "2", "--device", "cpu"]
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "byte_perplexity" in p.stdout and "|passkey" in p.stdout

@@ -2,6 +2,7 @@
 before any evaluation, changing nothing in the run dir; check_tasks is the one refusal of unknown task names;
 merging rows into an unreadable rows.parquet keeps the new rows and the old bytes."""
 import io
+import json
 import os
 import random
 import subprocess
@@ -12,10 +13,12 @@ import pandas as pd
 import pytest
 import torch
 
-from harness import config, results
+from harness import config, paths, results
 from harness import model as model_lib
 from harness.lmeval import cli, rows
-from tests.test_lm_eval import ROOT, _cfg
+from harness.lmeval import model as model_lib_lmeval
+from harness.lmeval.model import HarnessLM
+from tests.test_lm_eval import ROOT, _cfg, sweep_dir
 
 PREFIX = "harness.lmeval: error: "
 
@@ -207,6 +210,83 @@ def test_cli_unknown_task_is_one_line(run, capsys, lm_eval_cli, monkeypatch):
                         if include_defaults else real(include_defaults=False, **kw))
     _cli_refused(capsys, lm_eval_cli(f"run={run}", tasks="copy,nosuchtask"),
                  "unknown lm-eval task(s) ['nosuchtask']", "'copy'", "--include_path", "`lm-eval ls tasks`")
+
+
+@pytest.fixture
+def not_started(monkeypatch):
+    """lm-eval's CLI starting is a failure: the refusal comes before any work."""
+    def started(*a, **k):
+        raise AssertionError("lm-eval's CLI started")
+    monkeypatch.setattr(cli, "cli_evaluate", started)
+
+
+@pytest.mark.parametrize("argv", [["--model", "harness", "--model_args", "run={run}"], ["{run}"],
+                                  ["{run}", "--limit", "2"], ["run", "--run", "{run}", "--device", "cpu"]])
+def test_cli_no_tasks_is_one_line_before_any_work(run, capsys, not_started, argv):
+    _refused(capsys, lambda: cli.main([a.format(run=run) for a in argv]), "no --tasks given", "--tasks passkey",
+             "copy, count", "`harness-lm-eval ls tasks`")
+
+
+def test_cli_help_names_model_run_dir_and_tasks_then_lm_evals_help(capsys, lm_eval_cli):  # lm_eval_cli: no log handler
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    ours, _, theirs = out.partition("lm-eval's own help:")
+    assert ours.startswith("harness-lm-eval: ") and "model `harness`" in ours
+    assert "harness-lm-eval RUN_DIR --tasks" in ours and "--run RUN_DIR" in ours
+    for name in model_lib_lmeval.model_args():  # read from HarnessLM, so a new model_arg shows up
+        assert f"{name}=" in ours, name
+    assert str(paths.tasks_dir()) in ours.replace("\n      ", " ") and "harness.lm_eval_tasks" in ours
+    assert "usage: lm-eval" in theirs and "validate" in theirs  # lm-eval's own help, after ours
+
+
+def test_cli_sweep_run_dir_reaches_the_model_whole(run, tmp_path, capsys, lm_eval_cli, monkeypatch):
+    """A run dir named as a sweep's, through --model_args run=, --run and RUN_DIR: the checkpoint loads (the
+    refusal is of rope_type, which is checked after it), however lm-eval would have split the name."""
+    d = sweep_dir(tmp_path)
+    for f in run.iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
+    _cli_refused(capsys, lm_eval_cli(f"run={d},rope_type=yarm"), "unknown rope_type 'yarm'")
+    _cli_refused(capsys, lm_eval_cli(f"rope_type=yarm,run={d}"), "unknown rope_type 'yarm'")
+    for argv in ([str(d)], ["--run", str(d)], [f"--run={d}"]):
+        _cli_refused(capsys, lambda: cli.main([*argv, "--model_args", "rope_type=yarm", "--tasks", "copy"]),
+                     "unknown rope_type 'yarm'")
+    _cli_refused(capsys, lm_eval_cli(f"run={d}/nope,max_length=8"), "no checkpoint at", f"{d}/nope/", "does not exist")
+    monkeypatch.setattr(cli, "cli_evaluate", lambda: None)
+    argv = cli._rewrite([str(d), "--model_args", "max_length=64", "batch_size=2", "--tasks", "copy", "--limit", "2"])
+    i = argv.index("--model_args")
+    assert json.loads(argv[i + 1]) == {"run": str(d), "max_length": 64, "batch_size": 2}
+    assert argv[-2:] == ["--include_path", str(paths.tasks_dir())]
+    lm = HarnessLM.create_from_arg_string(f"run={d},max_length=64", {"device": "cpu"})  # lm-eval's Python API
+    assert lm.max_length == 64
+
+
+def test_parse_model_args_run_with_commas(tmp_path):
+    d = tmp_path / "encoding=rope,seed=0"
+    d.mkdir()
+    parse = model_lib_lmeval.parse_model_args
+    assert parse(f"max_length=64,run={d},protocol=sliding") == {"max_length": 64, "run": str(d), "protocol": "sliding"}
+    assert parse(f"run={d}") == {"run": str(d)}
+    # no such dir: run ends before the first `,<model_arg>=`, so the message names the whole intended path
+    assert parse("run=/no/a=1,b=[2,3],stride=4") == {"run": "/no/a=1,b=[2,3]", "stride": 4}
+    assert parse("max_length=8") == {"max_length": 8}
+
+
+def test_cli_run_dir_refusals(run, capsys, not_started):
+    _refused(capsys, lambda: cli.main([str(run), "--model_args", f"run={run}", "--tasks", "copy"]),
+             "run dir given twice")
+    _refused(capsys, lambda: cli.main([str(run), "--model", "hf", "--tasks", "copy"]), "model `harness`", "--model hf")
+    _refused(capsys, lambda: cli.main([str(run), "--model_args", "oops", "--tasks", "copy"]),
+             "argument --model_args", "'oops'")
+
+
+def test_plain_lm_eval_cannot_find_model_harness():
+    """README: lm-eval has no model plug-ins, so without our import `harness` is no model (if a later lm-eval
+    found it through an entry point, this fails and README's line should change)."""
+    code = "from lm_eval.api.registry import get_model; get_model('harness')"
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1 and "Attempted to load model 'harness', but no model for this name found" in p.stderr
 
 
 def test_cli_subprocess_prints_no_traceback(run):

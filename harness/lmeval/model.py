@@ -8,6 +8,7 @@ sequence cannot change its logits and batched scores equal unbatched ones exactl
 import dataclasses
 import inspect
 import pickle
+import re
 from pathlib import Path
 
 import torch
@@ -80,6 +81,38 @@ def _int_batch(batch_size):
     return int(batch_size)
 
 
+def model_args():
+    """{name: default} of model `harness`'s model_args: HarnessLM's keyword arguments but model= and config=
+    (run's default None: it is required on the command line). The one list: the CLI's help, the refusal of an
+    unknown model_arg, parse_model_args."""
+    params = inspect.signature(HarnessLM.__init__).parameters
+    return {k: p.default for k, p in params.items() if k not in ("self", "model", "config")}
+
+
+def parse_model_args(text, parse=simple_parse_args_string):
+    """A model_args string `k=v,...` as a dict, where run's value may hold commas: a sweep's run dir is named by
+    its Hydra overrides (`encoding=rope,eval.lens=[64,128],seed=0`, harness/config/resolvers.run_name). run's
+    value is the longest stretch after `run=`, ending at a comma or the end, that is a directory; when none is,
+    it ends before the first `,<model_arg>=` (or at the end), so a wrong path is reported whole. The rest goes
+    through parse (lm-eval's parser of that string); run's value stays a string."""
+    m = re.search(r"(?:^|,)run=", text)
+    if not m:
+        return parse(text)
+    head, rest = text[:m.start()], text[m.end():]
+    ends = [i for i, ch in enumerate(rest) if ch == ","] + [len(rest)]
+    dirs = [i for i in ends if rest[:i] and _is_dir(rest[:i])]
+    keyed = [i for i in ends if re.match(rf",(?:{'|'.join(map(re.escape, model_args()))})=", rest[i:])]
+    end = dirs[-1] if dirs else (keyed or [len(rest)])[0]
+    return {**parse(head), **parse(rest[end + 1:]), "run": rest[:end]}
+
+
+def _is_dir(text):
+    try:
+        return Path(text).is_dir()
+    except (OSError, ValueError):  # a name too long, a NUL byte
+        return False
+
+
 @register_model("harness")
 class HarnessLM(LM):
     """lm-eval LM over a run dir (`run=<dir>`) or an in-memory (model, config) pair.
@@ -125,7 +158,7 @@ class HarnessLM(LM):
     @classmethod
     def create_from_arg_obj(cls, arg_dict, additional_config=None):
         """As LM's, but an unknown model_arg is one clear line listing the valid ones."""
-        valid = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "model", "config")]
+        valid = list(model_args())
         bad = sorted(set(arg_dict) - set(valid))
         if bad:
             raise UsageError(f"unknown model_args {bad} for model 'harness'; expected a subset of {valid}")
@@ -137,7 +170,8 @@ class HarnessLM(LM):
 
     @classmethod
     def create_from_arg_string(cls, arg_string, additional_config=None):
-        return cls.create_from_arg_obj(simple_parse_args_string(arg_string), additional_config)
+        """As LM's, but run's value may hold commas (a sweep's run dir): parse_model_args."""
+        return cls.create_from_arg_obj(parse_model_args(arg_string), additional_config)
 
     def _extend(self, net, rope_type, factor, betas):
         """The trained model with its encoding rebuilt for rope_type (harness.measure.extension)."""
