@@ -4,7 +4,7 @@
   python -m tests.gate_trials --estimate "AMD EPYC avx2"   # no runs: the pass rates the committed trials imply
 
 Each trial is a fresh `python -m harness.measure.kernel_bench check` process (as `make bench-check` runs it);
-a planted trial wraps harness.rope.cpu.launch to run its kernel twice (tests/test_bench_gate.py's PLANT).
+a planted trial wraps harness.rope.cpu.launch to run its kernel twice (tests/gate_support.py's PLANT).
 Prints one line per trial and the two counts; not part of make test (minutes)."""
 import argparse
 import json
@@ -16,12 +16,12 @@ import numpy as np
 import scipy.stats
 
 from harness.measure.kernel_gate import floors
-from tests.test_bench_gate import BASELINE, PLANT, ROOT, _gate
+from tests.gate_support import BASELINE, PLANT, ROOT, gate
 
 
 def trial(planted, keys=None):
     """(exit code, {key: best R}) of one gate run."""
-    run = _gate(*(("-c", PLANT) if planted else ("-m", "harness.measure.kernel_bench")), keys=keys)
+    run = gate(*(("-c", PLANT) if planted else ("-m", "harness.measure.kernel_bench")), keys=keys)
     best = dict(re.findall(r"^(\S+)\s+R best ([0-9.]+)", run.stdout, re.M))
     runs = dict(re.findall(r"^(\S+)\s+R best .* runs ([0-9. ]+)$", run.stdout, re.M))
     return run.returncode, best, runs

@@ -6,35 +6,12 @@ committed baseline. The child gets the same GLIBC_TUNABLES as `make bench-check`
 """
 import json
 import math
-import os
-import pathlib
-import subprocess
-import sys
 
 import pytest
 
 from harness.measure.kernel_gate import compare, floors
-from harness.measure.kernel_spec import BASELINE, GATED
-
-ROOT = pathlib.Path(__file__).parents[1]
-ENV = dict(os.environ, GLIBC_TUNABLES="glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456")
-KEY = "cpu/fwd/half/float32/prefill"
-PLANT = """
-import sys
-import harness.rope.cpu as cpu
-fast = cpu.launch
-def slow(*args, **kwargs):
-    for _ in range(2):
-        fast(*args, **kwargs)
-cpu.launch = slow
-from harness.measure.kernel_bench import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
-def _gate(*code, keys=None):
-    args = ["check", "--baseline", str(ROOT / BASELINE), "--runs", "5", "--keys", *(keys or [KEY])]
-    return subprocess.run([sys.executable, *code, *args], cwd=ROOT, env=ENV, capture_output=True, text=True)
+from harness.measure.kernel_spec import GATED
+from tests.gate_support import BASELINE, KEY, PLANT, ROOT, gate
 
 
 def test_compare_flags_only_keys_below_their_floor():
@@ -66,7 +43,7 @@ def test_baseline_is_committed_and_covers_the_gated_kernels():
 @pytest.mark.slow
 @pytest.mark.serial
 def test_gate_passes_on_unchanged_tree():
-    run = _gate("-m", "harness.measure.kernel_bench")
+    run = gate("-m", "harness.measure.kernel_bench")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "bench-check: passed" in run.stdout
 
@@ -74,7 +51,7 @@ def test_gate_passes_on_unchanged_tree():
 @pytest.mark.slow
 @pytest.mark.serial
 def test_gate_fails_on_planted_slowdown():
-    run = _gate("-c", PLANT)
+    run = gate("-c", PLANT)
     assert run.returncode == 1, run.stdout + run.stderr
     assert f"KERNEL SPEED REGRESSION {KEY}" in run.stdout
 

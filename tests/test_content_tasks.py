@@ -1,6 +1,6 @@
 """harness.tasks.content (count, flip_flop): every answer equals a plain-Python run of its prompt (the interpreters
 below are written from the tasks' definitions, not from the generators' code), the statement and instruction laws
-are the papers', sizes, refusals and determinism, tests/test_synthetic.py's checks of every registered task, the
+are the papers', sizes, refusals and determinism, tests/task_checks.py's checks of every registered task, the
 Hydra task configs, and the lm-eval tasks tasks/count.yaml and tasks/flip_flop.yaml."""
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from harness import config, tasks
 from harness.tasks import content as content_tasks
 from harness.config import EvalConfig
 from harness.lmeval import rows as lm_eval_rows
-from tests import test_synthetic as generic
+from tests import task_checks as generic
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = list(content_tasks.TASKS)
@@ -170,21 +170,21 @@ def test_bad_parameters_refused(name, params, words):
         _gen(name, 2, 64, **params)
 
 
-# ---- tests/test_synthetic.py's checks of every registered task, on these ----
+# ---- tests/task_checks.py's checks of every registered task (tests/test_synthetic.py runs them too), on these ----
 CASES = [(t, max(L, MINIMUM[t])) for t in NAMES for L in generic.LENGTHS]
 
 
 @pytest.mark.parametrize("name, length", CASES)
 def test_generic_checks(name, length):
-    assert generic._minimum(name) == MINIMUM[name]
-    generic.test_shapes_shift_and_determinism(name, length)
-    generic.test_mask_is_exactly_the_bytes_after_the_only_sep(name, length)
+    assert generic.minimum_length(name) == MINIMUM[name]
+    generic.check_shapes_shift_and_determinism(name, length)
+    generic.check_mask_is_exactly_the_bytes_after_the_only_sep(name, length)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_generic_oracle_and_refusal(name):
-    generic.test_oracle_scores_one_and_random_scores_chance(name)
-    generic.test_every_task_refuses_a_length_below_its_minimum_with_one_line_naming_it(name)
+    generic.check_oracle_scores_one_and_random_scores_chance(name)
+    generic.check_refuses_a_length_below_its_minimum_with_one_line_naming_it(name)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -14,13 +14,12 @@ from harness.measure import precision_model as PM
 from harness.measure.precision_bias import bias_encodings
 from harness.measure.precision_layers import members
 from harness.measure.precision_pipelines import pipeline_names, table
-from tests.test_runner import tiny
 
 SMALL = dict(train_len=16, lens=[16, 64], max_tokens=64, shifts=(0, 200), anchor_shift=16)
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, tiny):
     """One tiny trained run (runner.run: 4 steps), with its model-level precision rows."""
     tmp = tmp_path_factory.mktemp("pm")
     cfg = tiny(tmp, **{"precision.lens": [16, 64], "precision.max_tokens": 64, "precision.shifts": [0, 200]})

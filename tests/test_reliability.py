@@ -3,27 +3,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from harness import results
-
-ROOT = Path(__file__).resolve().parent.parent
-TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog {i * 7 % 13}\n" for i in range(1500))
-
-
-def command(tmp_path, *sweep):
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text(TEXT)
-    return [sys.executable, "-m", "harness", "-m", *sweep, f"out={tmp_path / 'out'}", f"task.corpus={corpus}",
-            "model.n_layers=1", "model.d_model=32", "model.n_heads=2", "train.seq_len=16", "train.steps=4",
-            "train.batch_size=4", "train.warmup=1", "eval.multiples=[1,2]", "eval.max_tokens=64",
-            "eval.throughput_repeats=1", "eval.warmup=0", "eval.extension.types=[linear]", "wandb.mode=disabled",
-            "checkpoint=false"]
+from tests.tiny_runs import ROOT, command
 
 
 def run_dirs(tmp_path):

@@ -12,8 +12,7 @@ import pytest
 
 from harness import results, runner, train
 from harness.infra import runlock
-from tests.test_reliability import ROOT, command
-from tests.test_runner import tiny
+from tests.tiny_runs import ROOT, command
 
 
 def dead_pid():
@@ -75,7 +74,7 @@ def test_heartbeat_keeps_a_long_run_fresh(tmp_path, monkeypatch):
     lock.release()
 
 
-def test_a_busy_run_is_skipped_untouched_or_waited_for(tmp_path, monkeypatch, capsys):
+def test_a_busy_run_is_skipped_untouched_or_waited_for(tmp_path, monkeypatch, capsys, tiny):
     cfg, run_dir = tiny(tmp_path), tmp_path / "run"
     held = runlock.claim(run_dir)
     fit = train.fit

@@ -8,29 +8,8 @@ import torch
 
 from harness import results, runner, tasks, train
 from harness.tasks import data
-from harness.config import from_dict
 from harness.measure import extension, extrapolation
-
-TEXT = ("In the beginning was the byte, and the byte was with the model. " * 40 +
-        "".join(f"line {i}: the quick brown fox jumps over the lazy dog {i * 7 % 13}\n" for i in range(400)))
-
-
-def tiny(tmp_path, **over):
-    """A config that runs in about a second: 1 layer, d_model 32, 4 steps, eval at 16 and 32."""
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text(TEXT)
-    d = {"encoding": {"name": "rope"}, "model": {"n_layers": 1, "d_model": 32, "n_heads": 2},
-         "task": {"corpus": str(corpus)}, "train": {"seq_len": 16, "steps": 4, "batch_size": 4, "warmup": 1},
-         "eval": {"multiples": [1, 2], "max_tokens": 64, "throughput_repeats": 1, "warmup": 0,
-                  "extension": {"types": ["linear", "yarn"]}},
-         "wandb": {"mode": "disabled"}, "sweep": "test"}
-    for key, value in over.items():
-        node = d
-        *path, last = key.split(".")
-        for p in path:
-            node = node.setdefault(p, {})
-        node[last] = value
-    return from_dict(d)
+from tests.tiny_runs import TEXT, tiny
 
 
 def test_run_writes_files_and_rows(tmp_path):

@@ -1,64 +1,27 @@
 """Synthetic tasks: determinism, exact answer masks, oracle/chance accuracy, and that grid2d needs 2D positions and
-grid3d (frame, row, col) positions."""
+grid3d (frame, row, col) positions. The checks every registered task must pass are in tests/task_checks.py
+(tests/test_content_tasks.py runs them on the content tasks too)."""
 import pytest
 import torch
-import torch.nn.functional as F
 
 from harness.tasks import synthetic as S
 from harness.encodings import build
+from tests.task_checks import (LENGTHS, check_mask_is_exactly_the_bytes_after_the_only_sep,
+                               check_oracle_scores_one_and_random_scores_chance,
+                               check_refuses_a_length_below_its_minimum_with_one_line_naming_it,
+                               check_shapes_shift_and_determinism, full_sequences, minimum_length, rng)
 
-LENGTHS = (16, 37, 64, 1024)  # 1024 = 16x a 64-byte training length
-
-
-def _gen(seed):
-    return torch.Generator().manual_seed(seed)
-
-
-def _minimum(task):
-    """The shortest length the generator accepts (each says its own minimum in its error)."""
-    return next(L for L in range(1, 128) if _fits(task, L))
-
-
-def _fits(task, L):
-    try:
-        S.generate(task, 1, L, _gen(0))
-        return True
-    except ValueError:
-        return False
-
-
-CASES = [(t, max(L, _minimum(t))) for t in S.TASKS for L in LENGTHS]  # a task's own minimum for the 16 case
-
-
-def _seq(b):
-    """The full byte sequences (n, T+1) that x and y were cut from."""
-    return torch.cat([b.x[:, :1], b.y], dim=1)
+CASES = [(t, max(L, minimum_length(t))) for t in S.TASKS for L in LENGTHS]  # a task's own minimum for the 16 case
 
 
 @pytest.mark.parametrize("task, length", CASES)
 def test_shapes_shift_and_determinism(task, length):
-    b = S.generate(task, 4, length, _gen(1))
-    assert b.x.shape == b.y.shape == b.mask.shape == (4, length) and b.pos.shape == (length,)
-    assert b.x.dtype == b.y.dtype == b.pos.dtype == torch.int64 and b.mask.dtype == torch.bool
-    assert torch.equal(b.x[:, 1:], b.y[:, :-1])
-    again, other = S.generate(task, 4, length, _gen(1)), S.generate(task, 4, length, _gen(2))
-    assert all(torch.equal(getattr(b, f), getattr(again, f)) for f in ("x", "y", "mask", "pos"))
-    assert not torch.equal(b.x, other.x)  # a one-bit answer (parity) may repeat by chance; the prompt does not
+    check_shapes_shift_and_determinism(task, length)
 
 
 @pytest.mark.parametrize("task, length", CASES)
 def test_mask_is_exactly_the_bytes_after_the_only_sep(task, length):
-    b = S.generate(task, 4, length, _gen(3))
-    seq = _seq(b)
-    assert ((seq == S.SEP).sum(dim=1) == 1).all()
-    after_sep = (seq == S.SEP).long().cumsum(dim=1).bool() & (seq != S.SEP)  # (n, T+1)
-    assert torch.equal(b.mask, after_sep[:, 1:])
-    # markers are control bytes, answers are letters or digits (and a RULER task's reference separator): the byte
-    # ranges never overlap
-    answers = b.y[b.mask]
-    content = ((answers >= ord("a")) & (answers <= ord("z"))) | ((answers >= ord("0")) & (answers <= ord("9")))
-    assert (content | (answers == (-1 if b.sep is None else b.sep))).all()
-    assert (b.x[b.x < 32] <= S.KEY).all()
+    check_mask_is_exactly_the_bytes_after_the_only_sep(task, length)
 
 
 def _content(row):
@@ -67,21 +30,21 @@ def _content(row):
 
 @pytest.mark.parametrize("length", LENGTHS)
 def test_copy_reverse_kv_passkey_answers(length):
-    for row in _seq(S.generate("copy", 3, length, _gen(0))):
+    for row in full_sequences(S.generate("copy", 3, length, rng(0))):
         c = _content(row).tolist()
         k = c.index(S.SEP)
         assert c[k + 1:] == c[:k]
-    for row in _seq(S.generate("reverse", 3, length, _gen(0))):
+    for row in full_sequences(S.generate("reverse", 3, length, rng(0))):
         c = _content(row).tolist()
         k = c.index(S.SEP)
         assert c[k + 1:] == c[:k][::-1]
-    for row in _seq(S.generate("kv_recall", 3, length, _gen(0))):
+    for row in full_sequences(S.generate("kv_recall", 3, length, rng(0))):
         c = bytes(_content(row).tolist())
         pairs, rest = c[:len(c) - 5], c[len(c) - 5:]
         table = {pairs[i:i + 2]: pairs[i + 2:i + 4] for i in range(0, len(pairs), 4)}
         assert len(table) == len(pairs) // 4  # distinct keys
         assert rest[2] == S.SEP and table[rest[:2]] == rest[3:]
-    for row in _seq(S.generate("passkey", 3, length, _gen(0))):
+    for row in full_sequences(S.generate("passkey", 3, length, rng(0))):
         c = bytes(row.tolist())
         at = c.index(bytes([S.KEY]))
         assert c[at + 1:at + 6] == c[-5:] and c[-6] == S.SEP and c[-5:].isdigit()
@@ -92,26 +55,17 @@ def test_passkey_depth_places_the_key(filler):
     L = 200
     f = L - 11  # filler bytes
     for depth, want in ((0.0, 0), (0.5, round(0.5 * f)), (1.0, f)):
-        b = S.generate("passkey", 2, L, _gen(0), depth=depth, filler=filler)
-        assert ((_seq(b) == S.KEY).nonzero()[:, 1] == want).all()
-        prompt = _seq(b)[:, :-6]
+        b = S.generate("passkey", 2, L, rng(0), depth=depth, filler=filler)
+        assert ((full_sequences(b) == S.KEY).nonzero()[:, 1] == want).all()
+        prompt = full_sequences(b)[:, :-6]
         assert (((prompt >= ord("0")) & (prompt <= ord("9"))).sum(dim=1) == 5).all()  # no digits but the key's
-    assert torch.equal(S.generate("passkey", 2, L, _gen(5), filler=filler).x,
-                       S.generate("passkey", 2, L, _gen(5), filler=filler).x)
+    assert torch.equal(S.generate("passkey", 2, L, rng(5), filler=filler).x,
+                       S.generate("passkey", 2, L, rng(5), filler=filler).x)
 
 
 @pytest.mark.parametrize("task", list(S.TASKS))
 def test_oracle_scores_one_and_random_scores_chance(task):
-    b = S.generate(task, 64, 128, _gen(4))
-    oracle = F.one_hot(b.y, 256).float()  # (n, T, V)
-    assert S.accuracy(oracle, b)["token_acc"] == S.accuracy(oracle, b)["seq_acc"] == 1.0
-    wrong = oracle.clone()
-    wrong[0, b.mask[0].nonzero()[0, 0], :] = torch.arange(256.0) == 255  # one answer byte wrong
-    acc = S.accuracy(wrong, b)
-    assert acc["seq_acc"] == pytest.approx(63 / 64) and acc["token_acc"] < 1.0
-    rand = S.accuracy(torch.randn(64, 128, 256, generator=_gen(9)), b)
-    assert acc["n_answer_tokens"] == int(b.mask.sum())
-    assert rand["token_acc"] < 0.03 and rand["seq_acc"] < 0.03  # chance is 1/256
+    check_oracle_scores_one_and_random_scores_chance(task)
 
 
 def _answer_from_grid_positions(b, width=16):
@@ -124,7 +78,7 @@ def _answer_from_grid_positions(b, width=16):
 @pytest.mark.parametrize("length", LENGTHS)
 def test_grid2d_is_solved_by_grid_positions(length):
     for seed in range(3):
-        b = S.generate("grid2d", 4, length, _gen(seed))
+        b = S.generate("grid2d", 4, length, rng(seed))
         assert torch.equal(_answer_from_grid_positions(b), b.y[b.mask].view(4, -1))
 
 
@@ -142,7 +96,7 @@ def test_grid2d_answer_is_not_a_function_of_bytes_and_sequential_positions():
 
 
 def test_grid2d_varies_width_across_batches():
-    cols = [int((S.generate("grid2d", 1, 256, _gen(s)).pos // 16 == 1).sum()) - 1 for s in range(30)]  # row 1
+    cols = [int((S.generate("grid2d", 1, 256, rng(s)).pos // 16 == 1).sum()) - 1 for s in range(30)]  # row 1
     assert len(set(cols)) > 5 and min(cols) >= 2 and max(cols) <= 15
 
 
@@ -155,14 +109,14 @@ def _answer_from_frame_positions(b, frame=16):
 @pytest.mark.parametrize("length", LENGTHS)
 def test_grid3d_is_solved_by_frame_positions(length):
     for seed in range(3):
-        b = S.generate("grid3d", 4, length, _gen(seed))
+        b = S.generate("grid3d", 4, length, rng(seed))
         assert torch.equal(_answer_from_frame_positions(b), b.y[b.mask].view(4, -1))
-    b = S.generate("grid3d", 1, 40, _gen(0), rows=3, cols=2, height=5, width=3)
+    b = S.generate("grid3d", 1, 40, rng(0), rows=3, cols=2, height=5, width=3)
     assert torch.equal(_answer_from_frame_positions(b, frame=15), b.y[b.mask][None])
 
 
 def test_grid3d_positions_are_the_raster_mrope_reads():
-    b = S.generate("grid3d", 2, 64, _gen(5), rows=3, cols=2)
+    b = S.generate("grid3d", 2, 64, rng(5), rows=3, cols=2)
     t, h, w = build("mrope", head_dim=32, height=4, width=4).coordinates(b.pos)
     ask = b.mask[0].nonzero().flatten()  # inputs predicting an answer: the frame after the last, same (h, w) cells
     assert (t[ask] == t.max()).all() and (t[ask - 6] == t.max() - 1).all()
@@ -174,8 +128,8 @@ def test_grid3d_positions_are_the_raster_mrope_reads():
 
 def test_grid3d_answer_is_not_a_function_of_bytes_and_sequential_positions():
     # 24 letters then SEP, as 6 frames of 2 x 2 or 4 frames of 2 x 3: the same bytes at positions 0..24
-    small = S.generate("grid3d", 1, 28, _gen(7), rows=2, cols=2)
-    large = S.generate("grid3d", 1, 30, _gen(7), rows=2, cols=3)
+    small = S.generate("grid3d", 1, 28, rng(7), rows=2, cols=2)
+    large = S.generate("grid3d", 1, 30, rng(7), rows=2, cols=3)
     assert torch.equal(small.x[:, :25], large.x[:, :25]) and small.x[0, 24] == S.SEP
     assert small.y[0, 24] != large.y[0, 24]  # the first answer byte: cell 20 or cell 18 of the same stream
     assert not torch.equal(small.pos[:25], large.pos[:25])  # only the raster positions tell them apart
@@ -184,7 +138,7 @@ def test_grid3d_answer_is_not_a_function_of_bytes_and_sequential_positions():
 
 
 def test_grid3d_varies_frame_size_across_batches():
-    sizes = {int(S.generate("grid3d", 1, 64, _gen(s)).mask.sum()) for s in range(30)}  # rows * cols
+    sizes = {int(S.generate("grid3d", 1, 64, rng(s)).mask.sum()) for s in range(30)}  # rows * cols
     assert len(sizes) > 4 and min(sizes) >= 4 and max(sizes) <= 16
 
 
@@ -201,7 +155,7 @@ def test_grid3d_varies_frame_size_across_batches():
 ])
 def test_bad_task_or_parameter(task, kw, msg):
     with pytest.raises(ValueError, match=msg):
-        S.generate(task, 2, 64, _gen(0), **kw)
+        S.generate(task, 2, 64, rng(0), **kw)
 
 
 @pytest.mark.parametrize("task, minimum", [("copy", 4), ("reverse", 4), ("kv_recall", 12), ("passkey", 14),
@@ -209,15 +163,13 @@ def test_bad_task_or_parameter(task, kw, msg):
                                            ("parity", 2)])
 def test_too_short_names_the_minimum(task, minimum):
     with pytest.raises(ValueError, match=f"needs length >= {minimum}; got {minimum - 1}"):
-        S.generate(task, 2, minimum - 1, _gen(0))
-    assert S.generate(task, 2, minimum, _gen(0)).mask.any()
+        S.generate(task, 2, minimum - 1, rng(0))
+    assert S.generate(task, 2, minimum, rng(0)).mask.any()
 
 
 @pytest.mark.parametrize("task", list(S.TASKS))
 def test_every_task_refuses_a_length_below_its_minimum_with_one_line_naming_it(task):
-    m = _minimum(task)
-    with pytest.raises(ValueError, match=rf"^task '{task}' needs length >= {m}; got {m - 1}$"):
-        S.generate(task, 2, m - 1, _gen(0))
+    check_refuses_a_length_below_its_minimum_with_one_line_naming_it(task)
 
 
 def test_raster_reads_positions_as_the_grid_tasks_lay_them_out():

@@ -7,20 +7,19 @@ import pytest
 
 from harness import results, runner, train
 from harness.infra import wandb_sink
-from tests.test_runner import tiny
 
 
 def wandb_files(run_dir):
     return list((run_dir / "wandb_files").rglob("*.wandb"))
 
 
-def test_wandb_offline_writes_inside_run_dir(tmp_path):
+def test_wandb_offline_writes_inside_run_dir(tmp_path, tiny):
     status = runner.run(tiny(tmp_path, **{"wandb.mode": "offline"}), tmp_path / "run", progress=False)
     assert "wandb_error" not in status, status
     assert list((tmp_path / "run" / "wandb_files").rglob("*.wandb"))
 
 
-def test_wandb_failure_keeps_local_results(tmp_path, monkeypatch):
+def test_wandb_failure_keeps_local_results(tmp_path, monkeypatch, tiny):
     import wandb
 
     def broken(*a, **k):
@@ -46,7 +45,7 @@ def silent_server(monkeypatch):
     srv.close()
 
 
-def test_online_without_an_answering_server_logs_offline_at_once(tmp_path, silent_server, capsys):
+def test_online_without_an_answering_server_logs_offline_at_once(tmp_path, silent_server, capsys, tiny):
     cfg = tiny(tmp_path, **{"wandb.mode": "online"})
     t0 = time.perf_counter()
     status = runner.run(cfg, tmp_path / "run", progress=False)
@@ -59,7 +58,7 @@ def test_online_without_an_answering_server_logs_offline_at_once(tmp_path, silen
     assert results.read_status(tmp_path / "run")["wandb"] == "done"
 
 
-def test_a_run_killed_while_logging_to_wandb_is_logged_on_resume(tmp_path, monkeypatch):
+def test_a_run_killed_while_logging_to_wandb_is_logged_on_resume(tmp_path, monkeypatch, tiny):
     cfg, run_dir = tiny(tmp_path, **{"wandb.mode": "offline"}), tmp_path / "run"
     log = wandb_sink.log
 
