@@ -5,24 +5,14 @@ cached_pos, state)` for the new queries against every cached key and its state. 
 absolute positions must therefore not depend on how many positions one call holds; `tests/test_decode.py` checks,
 for every registered encoding, that decoding gives the logits of one full forward (the x-transformers bugs #242 and
 #70 were ALiBi and absolute PEs wrong with cached memories). Softmax attention only (an encoding's own normalizer,
-`normalize`, included); the SDPA path (no FlexAttention)."""
-import math
-
+`normalize`, included); the SDPA path (no FlexAttention). The attention over the cache is the model's own
+(Transformer.forward with a cache, harness.attention.attend): nothing here forms attention."""
 import torch
-import torch.nn.functional as F
 
+from harness.attention import KVCache
 from harness.model import Transformer
 
-
-class KVCache:
-    """Per block: keys and values (B, H, Tc, D) after the encoding (rotated, QK-normed), the encoding's token_state
-    (B, H, Tc) or None, and their positions (Tc,)."""
-
-    def __init__(self, n_layers):
-        self.k, self.v, self.state, self.pos = [None] * n_layers, [None] * n_layers, [None] * n_layers, None
-
-    def __len__(self):
-        return 0 if self.pos is None else int(self.pos.numel())
+__all__ = ["KVCache", "check", "generate", "greedy", "refusal", "rerun", "step"]
 
 
 def refusal(model: Transformer):
@@ -43,42 +33,12 @@ def check(model: Transformer):
         raise ValueError(reason)
 
 
-def _block(block, x, encoding, pos, keys_pos, cache, i):
-    """One block on the new tokens x (B, T, C) at positions pos (T,); appends their k, v to cache layer i."""
-    B = x.shape[0]
-    enc, q, k, v, state = block.rotated(x, encoding, pos)  # (B, H, T, D) each, at the new positions only
-    if cache.k[i] is not None:
-        k, v = torch.cat((cache.k[i], k), 2), torch.cat((cache.v[i], v), 2)
-        state = None if state is None else torch.cat((cache.state[i], state), -1)  # (B, H, Tc)
-    cache.k[i], cache.v[i], cache.state[i] = k, v, state
-    visible = keys_pos[None, :] <= pos[:, None]  # (T, Tc): causal by position, not by index
-    bias = enc.scores_bias(q, k, pos, keys_pos, state)  # (H|B,H, T, Tc) or None
-    mask = torch.zeros(visible.shape, dtype=q.dtype, device=q.device) if bias is None else bias.to(q.dtype)
-    mask = mask.masked_fill(~visible, float("-inf"))
-    if enc.replaces_softmax:  # the new queries' rows over every cached key; their own keys are the last T
-        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + mask
-        return block.out(x, enc.normalize(scores).to(v.dtype) @ v)
-    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask.expand(B, *mask.shape[-3:]) if mask.dim() >= 3
-                                       else mask)
-    return block.out(x, y)
-
-
 @torch.no_grad()
 def step(model: Transformer, idx, cache: KVCache, pos=None):
-    """idx (B, T) new tokens at positions pos (T,) (default: right after the cache) -> logits (B, T, vocab)."""
+    """idx (B, T) new tokens at positions pos (T,) (default: right after the cache) -> logits (B, T, vocab);
+    the model's own forward, attending over the cache and extending it (harness.attention.attend)."""
     check(model)
-    if pos is None:
-        pos = torch.arange(len(cache), len(cache) + idx.shape[1], device=idx.device)
-    keys_pos = pos if cache.pos is None else torch.cat((cache.pos, pos))
-    enc = model.encoding
-    try:
-        x = enc.embed(model.tok(idx), pos)
-        for i, block in enumerate(model.blocks):
-            x = _block(block, x, enc, pos, keys_pos, cache, i)
-    finally:
-        enc.end_forward()
-    cache.pos = keys_pos
-    return model.head(model.ln_f(x))
+    return model(idx, pos, cache=cache)
 
 
 @torch.no_grad()

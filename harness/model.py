@@ -1,69 +1,15 @@
-"""A small decoder-only transformer (nanoGPT's shape) that calls the encoding's hooks at fixed places."""
+"""A small decoder-only transformer (nanoGPT's shape). The encoding acts through its embed hook here and through
+harness.attention.attend in every block, the one place attention is formed."""
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from harness import encodings, flex
+from harness import attention as attention_lib
+from harness import encodings
 from harness.names import ATTENTIONS, QK_NORMS
 from harness.encodings import Encoding
 VOCAB_SIZE = 256  # byte-level
-
-
-def causal_mask(T, device=None):
-    """(T, T) bool, True where key j <= query i: the pairs causal attention may use."""
-    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
-
-
-def attention_logits(q, k, bias):
-    """Pre-softmax scores q k^T / sqrt(D) + bias, in q's dtype, with -inf where j > i: what SDPA forms
-    inside from softmax_attention's arguments. q, k (B, H, T, D); bias (H|B,H, T, T) or None -> (B, H, T, T).
-    Used wherever the harness needs the logits themselves (precision study, claims, tests)."""
-    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    if bias is not None:
-        s = s + bias.to(s.dtype)  # added in the activations dtype, as softmax_attention adds it
-    return s.masked_fill(~causal_mask(q.shape[-2], q.device), float("-inf"))
-
-
-def softmax_attention(q, k, v, bias):
-    """Causal SDPA. q, k, v (B, H, T, D); bias (H|B,H, T, T) or None. No mask tensor at all without a bias."""
-    if bias is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    mask = bias.to(q.dtype).masked_fill(~causal_mask(q.shape[-2], q.device), float("-inf"))
-    # a 4-D (B, H, T, T) view: SDPA on CPU takes its fused kernel for it, but falls back to the unfused
-    # math path for a 3-D (H, T, T) mask (4x slower at B 8, H 4, T 1024, one thread; no copy is made)
-    mask = mask.expand(q.shape[0], *mask.shape[-3:]) if mask.dim() == 3 else mask
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-
-
-def _feature(x):
-    """elu + 1: the positive feature map of Katharopoulos et al. 2020 (arXiv 2006.16236)."""
-    return F.elu(x) + 1
-
-
-def linear_attention(q, k, v, encoding, pos, eps=1e-6):
-    """Causal linear attention with RoPE in the numerator only (RoFormer §3.3, arXiv 2104.09864; Su 2021,
-    https://spaces.ac.cn/archives/8265, section 线性场景):
-
-    out_i = sum_{j<=i} [R_i f(q_i)]^T [R_j f(k_j)] v_j / sum_{j<=i} f(q_i)^T f(k_j), in O(T) by cumulative
-    sums over j of k_j v_j^T (B, H, T, D, Dv); no T x T matrix. The denominator keeps positivity."""
-    fq, fk = _feature(q), _feature(k)
-    rq, rk = encoding.rotate(fq, fk, pos)
-    kv = torch.einsum("bhtd,bhte->bhtde", rk, v).cumsum(dim=2)  # (B, H, T, D, Dv)
-    num = torch.einsum("bhtd,bhtde->bhte", rq, kv)
-    den = torch.einsum("bhtd,bhtd->bht", fq, fk.cumsum(dim=2))[..., None]
-    return num / (den + eps)
-
-
-def linear_attention_quadratic(q, k, v, encoding, pos, eps=1e-6):
-    """The same as linear_attention, written with the explicit masked T x T matrix (a test oracle)."""
-    fq, fk = _feature(q), _feature(k)
-    rq, rk = encoding.rotate(fq, fk, pos)
-    causal = causal_mask(q.shape[-2], q.device)
-    num = (rq @ rk.transpose(-1, -2)).masked_fill(~causal, 0) @ v
-    den = (fq @ fk.transpose(-1, -2)).masked_fill(~causal, 0).sum(-1, keepdim=True)
-    return num / (den + eps)
 
 
 # QK-norm (config.QK_NORMS): q and k of each head normalized over head_dim, where each model family does it.
@@ -121,47 +67,30 @@ class Block(nn.Module):
         B, T, _ = qkv.shape
         return qkv.view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
 
-    def rotated(self, x, encoding, pos):
-        """This block's encoding (encoding.at(layer)), its rotated q, k, and v (B, H, T, D), and its token_state
-        (B, H, T) of the attention input (or None): the softmax path before a bias."""
-        encoding = encoding.at(self.layer)
+    def forward(self, x, encoding, pos, cache=None, observer=None):
+        """x (B, T, C) at positions pos (T,) -> (B, T, C). encoding: the model's (this block asks for its own,
+        encoding.at(layer)); cache, observer: harness.attention.attend's."""
         h = self.ln1(x)
         q, k, v = self._split(self.qkv(h))
-        if self.qk_norm is not None:
-            q, k = self.qk_norm.apply(q, k, after_rotation=False)
-        q, k = encoding.rotate(q, k, pos)
-        if self.qk_norm is not None:
-            q, k = self.qk_norm.apply(q, k, after_rotation=True)
-        return encoding, q, k, v, encoding.token_state(h)
-
-    def encoded(self, x, encoding, pos):
-        """The softmax path's inputs: rotated q, k, then v and the encoding's bias (or None)."""
-        encoding, q, k, v, state = self.rotated(x, encoding, pos)
-        return q, k, v, encoding.scores_bias(q, k, pos, pos, state)
+        y = attention_lib.attend(encoding.at(self.layer), q, k, v, h, pos, attention=self.attention,
+                                 qk_norm=self.qk_norm, impl=self.attention_impl, cache=cache, layer=self.layer,
+                                 observer=observer)
+        return self.out(x, y)
 
     def logits(self, x, encoding, pos):
-        """(B, H, T, T) pre-softmax attention scores of this block for input x, -inf above the diagonal."""
-        if self.attention != "softmax":
-            raise ValueError(f"attention logits need attention 'softmax', got {self.attention!r}")
-        q, k, _, bias = self.encoded(x, encoding, pos)
-        return attention_logits(q, k, bias)
+        """(B, H, T, T) pre-softmax attention scores of this block for input x, -inf above the diagonal: the
+        scores attend forms (observed), in the activations' dtype."""
+        return self.observed(x, encoding, pos).scores
 
-    def forward(self, x, encoding, pos):
-        if self.attention == "linear":
-            y = linear_attention(*self.heads(x), encoding.at(self.layer), pos)
-        else:  # a bias of i - j alone as an (H, T) table in FlexAttention where this call can, else SDPA
-            enc, q, k, v, state = self.rotated(x, encoding, pos)
-            if enc.replaces_softmax:  # sigmoid, stick-breaking: the (B, H, T, T) weights are materialized
-                y = enc.normalize(attention_logits(q, k, enc.scores_bias(q, k, pos, pos, state))).to(v.dtype) @ v
-            elif self.attention_impl != "sdpa" and flex.runs(self.attention_impl, q, pos):
-                y = flex.attention(q, k, v, enc, pos)
-            else:
-                y = softmax_attention(q, k, v, enc.scores_bias(q, k, pos, pos, state))
-        return self.out(x, y)
+    def observed(self, x, encoding, pos):
+        """harness.attention.Observed of this block for input x (B, T, C): its q, k, scores and weights."""
+        out = []
+        self(x, encoding, pos, observer=out.append)
+        return out[0]
 
     def out(self, x, y):
         """The block's output from its input x (B, T, C) and the attention output y (B, H, T, D): the
-        projection and the MLP, each residual (also harness.decode's, after attention over the cache)."""
+        projection and the MLP, each residual."""
         B, T, _ = x.shape
         x = x + self.proj(y.transpose(1, 2).reshape(B, T, -1))
         return x + self.mlp(self.ln2(x))
@@ -191,7 +120,7 @@ class Transformer(nn.Module):
                              "kernel); use model.attention_impl=auto or sdpa")
         for i in range(n_layers):  # one line now, not at the first forward, where the encoding has no layer i
             encoding.at(i)
-        flexible = flex.layer_plan(attention_impl, encoding, n_layers)  # per block; ValueError if flex cannot run
+        flexible = attention_lib.flex_plan(attention_impl, encoding, n_layers)  # per block; ValueError if flex cannot run
         head_dim = head_dim or d_model // n_heads  # direct construction; from_config passes it resolved
         self.encoding = encoding
         self.tok = nn.Embedding(vocab_size, d_model)
@@ -208,16 +137,21 @@ class Transformer(nn.Module):
                 deep = name.endswith("proj.weight") or name.endswith("mlp.2.weight")
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * n_layers) if deep else 0.02)
 
-    def forward(self, idx, pos=None):
-        """idx (B, T) bytes; pos (T,) integer positions (default 0..T-1) -> logits (B, T, vocab)."""
+    def forward(self, idx, pos=None, *, cache=None, observer=None):
+        """idx (B, T) bytes at positions pos (T,) -> logits (B, T, vocab). pos defaults to 0..T-1, or with a
+        KVCache (harness.attention; harness.decode) to the positions right after the cached ones; the cache is
+        extended by these tokens. observer(Observed): harness.attention.attend's, called by every block."""
         if pos is None:
-            pos = torch.arange(idx.shape[1], device=idx.device)
+            start = 0 if cache is None else len(cache)
+            pos = torch.arange(start, start + idx.shape[1], device=idx.device)
         try:
             x = self.encoding.embed(self.tok(idx), pos)
             for block in self.blocks:
-                x = block(x, self.encoding, pos)
+                x = block(x, self.encoding, pos, cache, observer)
         finally:
             self.encoding.end_forward()
+        if cache is not None:
+            cache.pos = cache.keys_pos(pos)
         return self.head(self.ln_f(x))
 
 

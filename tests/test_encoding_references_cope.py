@@ -7,7 +7,7 @@ import math
 import torch
 
 from harness.encodings.cope import CoPE
-from harness.model import softmax_attention
+from harness.attention import softmax_attention
 
 
 def authors_cope(query, key, val, pos_emb, npos):

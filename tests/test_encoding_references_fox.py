@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from harness.encodings import build
-from harness.model import Transformer, softmax_attention
+from harness.model import Transformer
+from harness.attention import softmax_attention
 
 B, H, D, C = 2, 3, 8, 12
 
@@ -102,7 +103,8 @@ def test_each_layer_gates_its_own_ln1_output():
     for i, block in enumerate(net.blocks):
         h = block.ln1(x)
         log_f = torch.nn.functional.logsigmoid(h @ enc.at(i).fgate.weight.T + enc.at(i).fgate.bias)  # (1, T, H)
-        q, k, _, bias = block.encoded(x, enc, pos)
+        seen = block.observed(x, enc, pos)  # bias = scores - q k^T / sqrt(D), the model's own
+        bias = seen.scores - seen.q @ seen.k.transpose(-1, -2) / seen.q.shape[-1] ** 0.5
         for j in range(7):
             for t in range(j, 7):  # bias_tj = Σ_{l=j+1}^{t} log f_l
                 torch.testing.assert_close(bias[0, :, t, j], log_f[0, j + 1:t + 1].sum(0), rtol=1e-12, atol=1e-12)

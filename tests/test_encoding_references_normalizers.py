@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from harness.encodings.sigmoid_alibi import SigmoidAlibi
 from harness.encodings.stick_breaking import StickBreaking
-from harness.model import attention_logits
+from harness.attention import attention_logits
 
 
 def qkv(B=2, H=4, T=12, D=8, seed=0):

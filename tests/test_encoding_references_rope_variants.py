@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from harness import model as model_lib
+from harness.attention import attend
 from harness.encodings import build
 from harness.model import Transformer
 
@@ -60,10 +60,9 @@ def encoding_logits(enc, q, k, pos):
 
 
 def check_attention(enc, q, k, pos, want):
-    """The model's own softmax_attention on the encoding's rotate/bias equals softmax(want) @ v, causal."""
+    """The model's own attention path (harness.attention.attend, SDPA) equals softmax(want) @ v, causal."""
     v = _rand(*q.shape, seed=5)
-    rq, rk = enc.rotate(q, k, pos)
-    got = model_lib.softmax_attention(rq, rk, v, enc.bias(rq, pos, pos))
+    got = attend(enc, q, k, v, None, pos)  # h: no token_state for these encodings
     causal = torch.ones(len(pos), len(pos), dtype=torch.bool).tril()
     ref = want.masked_fill(~causal, float("-inf")).softmax(-1) @ v
     torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-6)

@@ -8,7 +8,8 @@ from hydra import compose, initialize_config_dir
 from harness import encodings
 from harness.config import to_config
 from harness.encodings import ENCODINGS, build
-from harness.model import Transformer, attention_logits, from_config
+from harness.model import Transformer, from_config
+from harness.attention import attention_logits
 
 CONF = os.path.join(os.path.dirname(__file__), "..", "conf")
 DIMS = dict(d_model=64, n_heads=4, head_dim=16)

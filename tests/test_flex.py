@@ -13,10 +13,11 @@ import pytest
 import torch
 from torch.nn.attention.flex_attention import flex_attention
 
-from harness import flex
+from harness import attention, flex
 from harness.config import Config, ModelConfig, encoding_params
 from harness.encodings import ENCODINGS, build, parameters
-from harness.model import Transformer, from_config, softmax_attention
+from harness.model import Transformer, from_config
+from harness.attention import softmax_attention
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 DEVICE = os.environ.get("HARNESS_TEST_DEVICE", "cpu")
@@ -36,8 +37,8 @@ def perturbed(name, **params):
 
 
 ALL = [m for name in ENCODINGS for m in ((name, i) for i in range(build(name, **DIMS).period))]
-FLEXIBLE = [(n, i) for n, i in ALL if flex.unsupported(build(n, **DIMS).at(i)) is None]
-NEVER = [n for n in ENCODINGS if all(flex.unsupported(build(n, **DIMS).at(i)) for i in range(build(n, **DIMS).period))]
+FLEXIBLE = [(n, i) for n, i in ALL if attention.flex_unsupported(build(n, **DIMS).at(i)) is None]
+NEVER = [n for n in ENCODINGS if all(attention.flex_unsupported(build(n, **DIMS).at(i)) for i in range(build(n, **DIMS).period))]
 
 
 def qkv(T, seed=1):
@@ -60,7 +61,7 @@ def test_flex_equals_sdpa(name, layer, T):
     q, k = enc.rotate(q, k, pos)
     with torch.no_grad():
         want = softmax_attention(q, k, v, enc.bias(q, pos, pos))
-        got = flex.attention(q, k, v, enc, pos, compiled=False)
+        got = attention.flex_attention(q, k, v, enc, pos, compiled=False)
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
@@ -75,12 +76,12 @@ def test_blocks_beyond_a_window_are_skipped_and_the_output_unchanged(name, layer
     pos = torch.arange(T)
     q, k, v = qkv(T)
     q, k = enc.rotate(q, k, pos)
-    table = flex.distance_table(q, enc, pos)
+    table = attention.distance_table(q, enc, pos)
     assert torch.isinf(table[:, window:]).all() and torch.isfinite(table[:, :window]).all()
     mask = flex.block_mask(torch.isfinite(table).any(0))
     assert mask.kv_num_blocks.flatten().tolist() == [1, 2, 2, 2]  # the diagonal block and the one before
     with torch.no_grad():
-        torch.testing.assert_close(flex.attention(q, k, v, enc, pos, compiled=False),
+        torch.testing.assert_close(attention.flex_attention(q, k, v, enc, pos, compiled=False),
                                    softmax_attention(q, k, v, enc.bias(q, pos, pos)), atol=1e-5, rtol=1e-5)
 
 
@@ -169,7 +170,7 @@ def test_compiled_kernel_equals_sdpa():
     T, pos = 64, torch.arange(64)
     q, k, v = qkv(T)
     with torch.no_grad():
-        torch.testing.assert_close(flex.attention(q, k, v, enc, pos), softmax_attention(q, k, v, enc.bias(q, pos, pos)),
+        torch.testing.assert_close(attention.flex_attention(q, k, v, enc, pos), softmax_attention(q, k, v, enc.bias(q, pos, pos)),
                                    atol=1e-5, rtol=1e-5)
 
 

@@ -7,7 +7,8 @@ from transformers.models.llama4.modeling_llama4 import Llama4TextAttention, Llam
 
 from harness.encodings import ENCODINGS, build
 from harness.encodings._layered import PerLayer
-from harness.model import Transformer, attention_logits, softmax_attention
+from harness.model import Transformer
+from harness.attention import attention_logits, softmax_attention
 
 H, D, T = 2, 16, 40
 

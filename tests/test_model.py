@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from harness.encodings import build
-from harness.model import Transformer, linear_attention, linear_attention_quadratic
+from harness.model import Transformer
+from harness.attention import linear_attention, linear_attention_quadratic
 
 
 @pytest.mark.parametrize("name", ["rope", "nope", "xpos", "rope_learned_freq"])

@@ -35,7 +35,7 @@ def block_and_heads(kind, seed=0):
 def test_rms_is_qwen3_q_norm_and_k_norm_before_the_rotation():
     block, x, (q, k, _) = block_and_heads("rms")
     rope, pos = encodings.build("rope", head_dim=D, base=BASE, impl="eager"), torch.arange(T)
-    got_q, got_k, _, _ = block.encoded(x, rope, pos)
+    _, got_q, got_k, _, _ = block.observed(x, rope, pos)
     for raw, gain, got in ((q, block.qk_norm.q_gain, got_q), (k, block.qk_norm.k_gain, got_k)):
         norm = Qwen3RMSNorm(D, eps=1e-6)  # Qwen3Config.rms_norm_eps default
         norm.weight.data.copy_(gain.data)
@@ -48,7 +48,7 @@ def test_l2_is_llama4_weightless_norm_after_the_rotation():
     block, x, (q, k, _) = block_and_heads("l2")
     assert not list(block.qk_norm.parameters())  # weightless
     rope, pos = encodings.build("rope", head_dim=D, base=BASE, impl="eager"), torch.arange(T)
-    got_q, got_k, _, _ = block.encoded(x, rope, pos)
+    _, got_q, got_k, _, _ = block.observed(x, rope, pos)
     norm = Llama4TextL2Norm(eps=1e-5)  # Llama4TextConfig.rms_norm_eps default
     torch.testing.assert_close(got_q, norm(hf_rope(q, pos)), atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(got_k, norm(hf_rope(k, pos)), atol=1e-5, rtol=1e-5)
@@ -66,7 +66,7 @@ def test_every_encoding_trains_with_qk_norm(name, kind):
     loss.backward()
     assert torch.isfinite(loss)
     block, pos = net.blocks[0], torch.arange(T)
-    q, k, _, _ = block.encoded(net.encoding.embed(net.tok(idx), pos), net.encoding, pos)
+    _, q, k, _, _ = block.observed(net.encoding.embed(net.tok(idx), pos), net.encoding, pos)
     net.encoding.end_forward()
     if kind == "l2":
         for t in (q, k):

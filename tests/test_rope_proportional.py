@@ -26,7 +26,8 @@ from transformers.models.gemma4.modeling_gemma4 import apply_rotary_pos_emb as g
 
 from harness.config import to_config  # noqa: E402
 from harness.encodings import build  # noqa: E402
-from harness.model import attention_logits, from_config  # noqa: E402
+from harness.model import from_config  # noqa: E402
+from harness.attention import attention_logits
 from harness.rope import IMPLS, frequencies  # noqa: E402
 from harness.rope import cpu as cpu_kernel  # noqa: E402
 

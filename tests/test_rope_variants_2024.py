@@ -12,7 +12,8 @@ import torch
 
 from harness import decode
 from harness.encodings import build
-from harness.model import Transformer, attention_logits
+from harness.model import Transformer
+from harness.attention import attention_logits
 from harness.rope import frequencies, rotary_table
 
 EPS32 = 2.0 ** -24  # fp32 unit roundoff: one correctly rounded fp32 operation errs by at most this, relatively

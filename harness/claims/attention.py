@@ -1,19 +1,8 @@
-"""Attention probabilities of a trained softmax model: each block's own logits (Block.logits, the
-function the model's SDPA inputs come from) through a softmax."""
+"""Attention locality of a trained softmax model, from the weights its forward uses
+(harness.measure.attention.probabilities: the model's own attend, observed)."""
 import torch
 
-
-@torch.no_grad()
-def probabilities(model, idx, pos=None):
-    """[(B, H, T, T)] per layer for tokens idx (B, T) at positions pos (T,) (default 0..T-1)."""
-    pos = torch.arange(idx.shape[1], device=idx.device) if pos is None else pos
-    enc = model.encoding
-    x = enc.embed(model.tok(idx), pos)  # (B, T, C)
-    out = []
-    for block in model.blocks:
-        out.append(block.logits(x, enc, pos).softmax(-1))
-        x = block(x, enc, pos)
-    return out
+from harness.measure.attention import probabilities  # noqa: F401 - the claims' probabilities are the model's own
 
 
 def locality(probs, skip=8):

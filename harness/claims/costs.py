@@ -6,7 +6,7 @@ from harness import encodings
 from harness.claims.maths import D, slope, time_s
 from harness.claims.table import Evidence, fmt, missing, plot, verdict
 from harness.measure.precision_pipelines import Pipeline, phase_error
-from harness.model import softmax_attention
+from harness.attention import rotate, softmax_attention
 from harness.rope import apply_rotary, frequencies, rotary_table
 
 
@@ -98,13 +98,13 @@ def cost(ctx):
     rot_lens, t_rot = (1024, 2048, 4096, 8192, 16384, 32768), []
     for T in rot_lens:
         q, k = torch.randn(2, 1, 4, T, 32, generator=gen)
-        t_rot.append(time_s(lambda: enc.rotate(q, k, torch.arange(T)), repeats=9))
+        t_rot.append(time_s(lambda: rotate(enc, q, k, torch.arange(T)), repeats=9))
     lens, t_att, t_both = (256, 512, 1024, 2048), [], []
     for T in lens:
         q, k, v = torch.randn(3, 1, 4, T, 32, generator=gen)
         pos = torch.arange(T)
         t_att.append(time_s(lambda: softmax_attention(q, k, v, None), repeats=9, inner=2))
-        t_both.append(time_s(lambda: softmax_attention(*enc.rotate(q, k, pos), v, None), repeats=9, inner=2))
+        t_both.append(time_s(lambda: softmax_attention(*rotate(enc, q, k, pos), v, None), repeats=9, inner=2))
     n = dict(extra_params_rope=float(count["rope"] - count["nope"]), extra_params_learned=float(
         count["learned"] - count["nope"]), rotate_slope=slope(rot_lens, t_rot), attention_slope=slope(lens, t_att),
         attention_rope_slope=slope(lens, t_both), overhead_first=t_both[0] / t_att[0],

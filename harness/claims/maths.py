@@ -7,6 +7,7 @@ import pandas as pd
 import torch
 
 from harness import encodings
+from harness.attention import rotate
 from harness.measure import timing
 from harness.claims.table import Evidence, by_parts, fmt, missing, plot, verdict
 from harness.encodings.sinusoidal import table as sin_table
@@ -40,7 +41,7 @@ def relative(ctx):
     q, k = torch.randn(2, D, generator=gen, dtype=torch.float64)
     out, dev32 = {}, None
     for dtype in (torch.float64, torch.float32):
-        rq, rk = enc.rotate(q.to(dtype).expand(1, 1, len(pos), D), k.to(dtype).expand(1, 1, len(pos), D), pos)
+        rq, rk = rotate(enc, q.to(dtype).expand(1, 1, len(pos), D), k.to(dtype).expand(1, 1, len(pos), D), pos)
         rq, rk = rq[0, 0].double(), rk[0, 0].double()  # (T, D)
         qn, kn = q.to(dtype).double().norm(), k.to(dtype).double().norm()
         norm_err = float(((rq.norm(dim=-1) - qn).abs() / qn).max())
@@ -141,7 +142,7 @@ def receptive_field(ctx):
         for rho in (0.0, 0.5, 1.0):
             enc = encodings.build("rope_rf", head_dim=D, rho=rho, alpha_init=alpha).double()
             with torch.no_grad():
-                rq, rk = enc.rotate(q.expand(1, 1, 512, D), k.expand(1, 1, 512, D), pos)
+                rq, rk = rotate(enc, q.expand(1, 1, 512, D), k.expand(1, 1, 512, D), pos)
             a = enc.alpha.item()  # the parameter's value (alpha_init rounded to fp32), not the literal
             score = rq[0, 0] @ rk[0, 0].T  # (m, n)
             delta = (pos[:, None] - pos[None, :]).double()  # (m, n)

@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from harness import encodings, flex
+from harness import attention, encodings, flex
 from harness.config import resolvers  # noqa: F401 - registered on import: conf/ interpolates them
 from harness.config.eval import (EXTENSIONS, PROTOCOLS, EffectiveLengthConfig, EvalConfig,  # noqa: F401 - re-exported
                                  ExtensionConfig, _choice, _positive, protocol_list)
@@ -198,7 +198,24 @@ def encoding_params(cfg: Config) -> Dict[str, Any]:
     """The encoding's own parameters but its name, as plain values, plus what rows and labels must carry: `qk_norm`
     when set (it changes what positions do to the scores), `attention_impl` when FlexAttention runs (harness.flex)."""
     qk = {"qk_norm": cfg.model.qk_norm} if cfg.model.qk_norm != "none" else {}
-    return {**{k: v for k, v in cfg.encoding.items() if k != "name"}, **qk, **flex.recorded(cfg)}
+    return {**{k: v for k, v in cfg.encoding.items() if k != "name"}, **qk, **_flex_recorded(cfg)}
+
+
+def _flex_recorded(cfg: Config) -> Dict[str, Any]:
+    """{'attention_impl': 'flex'} when some block of the run takes FlexAttention on its device, else {}: rows
+    carry the path only where it is not SDPA, so SDPA runs' rows are unchanged."""
+    m = cfg.model
+    if m.attention != "softmax" or m.attention_impl == "sdpa" or (
+            m.attention_impl == "auto" and torch_device_type(cfg.device) not in flex.AUTO_DEVICES):
+        return {}
+    params = {k: v for k, v in cfg.encoding.items() if k != "name"}
+    enc = encodings.build(cfg.encoding["name"], d_model=m.d_model, n_heads=m.n_heads, head_dim=m.head_dim, **params)
+    return {"attention_impl": "flex"} if any(attention.flex_plan(m.attention_impl, enc, m.n_layers)) else {}
+
+
+def torch_device_type(device: str) -> str:
+    """'cuda:1' -> 'cuda' (torch.device(...).type without importing torch here)."""
+    return device.split(":")[0]
 
 
 def to_config(cfg) -> Config:

@@ -1,11 +1,17 @@
-"""The encoding contract (DESIGN.md §2)."""
+"""The encoding contract (DESIGN.md §2): the hooks an encoding may override, called by the model (embed) and by
+harness.attention.attend (the rest), and Wrapper, which forwards every hook to an inner encoding."""
 import torch
 from torch import nn
 
+# The hooks on attention, in the order attend calls them; a wrapper forwards each (Wrapper). A new hook is one
+# method on Encoding + its name here + its call in harness/attention.py + the encoding that overrides it.
+HOOKS = ("rotate", "token_state", "scores_bias", "bias", "normalize")
+
 
 class Encoding(nn.Module):
-    """A positional encoding acts at up to four fixed points of the model; defaults do nothing (softmax for the
-    fourth, the normalizer).
+    """A positional encoding acts at fixed points of the model: `embed` on the token embeddings and the HOOKS
+    inside attention (rotate q and k, a per-token state, a score bias, the normalizer); defaults do nothing
+    (softmax for the normalizer).
 
     Positions are a 1-D integer tensor (T,) shared by the batch; the runner may randomize them.
     """
@@ -51,9 +57,10 @@ class Encoding(nn.Module):
     def normalize(self, scores):
         """scores (B, H, Tq, Tk): q k^T / sqrt(D) + bias, -inf where a key is not visible; query row r's own key
         is key r + Tk - Tq (the diagonal of a full forward, the newest keys when decoding with a cache) ->
-        attention weights, same shape. Softmax unless an encoding replaces it (sigmoid attention,
-        stick-breaking), in which case attention runs on these materialized weights (`replaces_softmax`)."""
-        return torch.softmax(scores, -1)
+        attention weights, same shape, or None: softmax, which harness.attention applies in its kernels (SDPA,
+        FlexAttention) or materialized. An encoding that replaces it (sigmoid attention, stick-breaking) returns
+        its weights, and attention runs on them (`replaces_softmax`)."""
+        return None
 
     @property
     def replaces_softmax(self):
@@ -98,3 +105,46 @@ class Encoding(nn.Module):
         cls = type(self)
         return (self.has_bias and not self.content_bias and cls.embed is Encoding.embed
                 and cls.rotate is Encoding.rotate)
+
+
+class Wrapper(Encoding):
+    """An encoding around `inner` (a sliding window, a QK-norm): every hook in HOOKS forwards to inner unless the
+    subclass overrides it, and so do the flags and what is derived from which hooks the inner overrides
+    (replaces_softmax, has_bias). One mechanism, so a hook added to HOOKS reaches every wrapper."""
+
+    FLAGS = ("relative", "rotary", "shift_unit", "content_bias", "cacheable")
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        for flag in self.FLAGS:
+            setattr(self, flag, getattr(inner, flag))
+
+    @property
+    def replaces_softmax(self):
+        return type(self).normalize is not Wrapper.normalize or self.inner.replaces_softmax
+
+    @property
+    def has_bias(self):
+        own = type(self).bias is not Wrapper.bias or type(self).scores_bias is not Wrapper.scores_bias
+        return own or self.inner.has_bias
+
+    @property
+    def bias_only(self):
+        return False  # a wrapper changes what its inner's bias is measured against (window, norm)
+
+    def end_forward(self):
+        super().end_forward()
+        self.inner.end_forward()
+
+
+def _forwarding(hook):
+    def forward(self, *args):
+        return getattr(self.inner, hook)(*args)
+    forward.__name__ = forward.__qualname__ = hook
+    forward.__doc__ = f"inner's {hook} (Wrapper)"
+    return forward
+
+
+for _hook in HOOKS:
+    setattr(Wrapper, _hook, _forwarding(_hook))

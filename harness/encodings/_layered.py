@@ -5,31 +5,23 @@ subclasses Layered and builds its cycle in its constructor, so it stays one file
 import torch
 from torch import nn
 
-from harness.encodings._base import Encoding
+from harness.encodings._base import Encoding, Wrapper
 
 
-class Windowed(Encoding):
+class Windowed(Wrapper):
     """`inner` plus causal sliding-window attention: query i sees keys j with i - window < j <= i, as HF's
     `sliding_window` (transformers masking_utils.sliding_window_overlay: kv_idx > q_idx - sliding_window).
     The window is a -inf bias, so it composes with any other bias; distances are position differences."""
 
     def __init__(self, inner, window):
-        super().__init__()
         if not isinstance(window, int) or isinstance(window, bool) or window < 1:
             raise ValueError(f"window must be an integer >= 1 (keys a query sees, itself included), got {window!r}")
-        self.inner, self.window = inner, window
-        self.relative, self.rotary, self.content_bias = inner.relative, inner.rotary, inner.content_bias
-        self.cacheable = inner.cacheable
-
-    def rotate(self, q, k, pos):
-        return self.inner.rotate(q, k, pos)
+        super().__init__(inner)
+        self.window = window
 
     def bias(self, q, q_pos, k_pos):
         """inner's bias (or none) + (1, Tq, Tk) -inf beyond the window."""
         return self._windowed(q, q_pos, k_pos, self.inner.bias(q, q_pos, k_pos))
-
-    def token_state(self, x):
-        return self.inner.token_state(x)
 
     def scores_bias(self, q, k, q_pos, k_pos, state):
         return self._windowed(q, q_pos, k_pos, self.inner.scores_bias(q, k, q_pos, k_pos, state))
@@ -38,16 +30,6 @@ class Windowed(Encoding):
         far = (q_pos[:, None] - k_pos[None, :]) >= self.window  # (Tq, Tk)
         mask = torch.zeros(far.shape, dtype=q.dtype, device=q.device).masked_fill(far, float("-inf"))[None]
         return mask if inner is None else inner + mask
-
-    def normalize(self, scores):
-        return self.inner.normalize(scores)
-
-    @property
-    def replaces_softmax(self):
-        return self.inner.replaces_softmax  # a wrapper passes the inner's normalizer on, softmax included
-
-    def end_forward(self):
-        self.inner.end_forward()
 
 
 class Layered(Encoding):
@@ -111,19 +93,14 @@ class PerLayer(Encoding):
             e.end_forward()
 
 
-class L2Normed(Encoding):
+class L2Normed(Wrapper):
     """`inner`, then Llama 4's weightless QK-norm on its output: x * rsqrt(mean(x^2) + eps) over D, in fp32
     (transformers models/llama4/modeling_llama4.py: Llama4TextL2Norm after apply_rotary_emb, RoPE layers only)."""
 
     def __init__(self, inner, eps=1e-5):
-        super().__init__()
-        self.inner, self.eps = inner, eps
-        self.relative, self.content_bias = inner.relative, inner.content_bias
-        self.cacheable = inner.cacheable
-
-    @property
-    def has_bias(self):
-        return self.inner.has_bias  # bias() only passes the inner's on
+        super().__init__(inner)
+        self.eps = eps
+        self.rotary = False  # the norm changes q's and k's lengths: not an orthogonal map
 
     def rotate(self, q, k, pos):
         q, k = self.inner.rotate(q, k, pos)
@@ -132,25 +109,6 @@ class L2Normed(Encoding):
     def _norm(self, x):
         y = x.float()
         return (y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
-
-    def bias(self, q, q_pos, k_pos):
-        return self.inner.bias(q, q_pos, k_pos)
-
-    def token_state(self, x):
-        return self.inner.token_state(x)
-
-    def scores_bias(self, q, k, q_pos, k_pos, state):
-        return self.inner.scores_bias(q, k, q_pos, k_pos, state)
-
-    def normalize(self, scores):
-        return self.inner.normalize(scores)
-
-    @property
-    def replaces_softmax(self):
-        return self.inner.replaces_softmax  # a wrapper passes the inner's normalizer on, softmax included
-
-    def end_forward(self):
-        self.inner.end_forward()
 
 
 class QueryTemperature(Encoding):

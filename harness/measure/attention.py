@@ -9,11 +9,11 @@ is averaged over sequences, layers and heads.
 Entropy: -sum_j A_ij log A_ij (nats, 0 log 0 = 0), mean over batch, heads and query rows, per layer and length;
 uniform causal attention gives log i at row i, so the mean grows like log T - 1 when attention stays flat.
 
-Probabilities are materialized (B, H, T, T) one layer at a time: each block's own q, k, v and bias
-(Block.encoded), its logits (model.attention_logits, in the activations' dtype), a softmax in fp32, and the
-block's output from A @ v (Block.out). So the statistics are those of the SDPA math path whatever
-model.attention_impl is: a layer that runs FlexAttention in the model's forward is measured through the same
-encoding hooks in the materialized form, which FlexAttention computes up to rounding (tests/test_flex.py).
+Probabilities are the model's own forward with an observer (harness.attention.attend): each layer's weights
+(B, H, T, T) are materialized, one layer at a time, and the block's output is computed from them (A @ v), so the
+statistics are those of the weights the forward uses, an encoding's own normalizer included (sigmoid attention,
+stick-breaking). A layer that runs FlexAttention or SDPA unobserved computes the same weights up to rounding
+(tests/test_flex.py, tests/test_attention_stats.py).
 Linear attention forms no probabilities: its rows are NaN with the reason, as is a length the encoding
 cannot represent (its own ValueError, e.g. a learned table shorter than the length).
 """
@@ -22,7 +22,6 @@ import math
 import torch
 
 from harness.measure.extrapolation import _row
-from harness.model import attention_logits
 
 PROBE_LEN = 64  # Gu et al.'s probe length
 SOFTMAX_ONLY = "attention statistics need attention=softmax (linear attention forms no attention probabilities)"
@@ -36,24 +35,12 @@ def check(model):
 
 @torch.no_grad()
 def materialized_forward(model, idx, pos=None, visit=None):
-    """The model's forward with explicit softmax probabilities: logits (B, T, vocab) for idx (B, T) at
+    """The model's forward with its attention weights observed: logits (B, T, vocab) for idx (B, T) at
     positions pos (T,) (default 0..T-1); visit(layer, A) is called with each layer's A (B, H, T, T), fp32,
     rows summing to 1 (softmax; an encoding's own normalizer, e.g. sigmoid attention, need not) and 0 above the
     diagonal, before the next layer is computed (one layer in memory)."""
     check(model)
-    pos = torch.arange(idx.shape[1], device=idx.device) if pos is None else pos
-    enc = model.encoding
-    try:
-        x = enc.embed(model.tok(idx), pos)  # (B, T, C)
-        for layer, block in enumerate(model.blocks):
-            q, k, v, bias = block.encoded(x, enc, pos)  # (B, H, T, D) each; bias (H|B,H, T, T) or None
-            A = enc.at(block.layer).normalize(attention_logits(q, k, bias).float())  # (B, H, T, T), softmax or own
-            if visit is not None:
-                visit(layer, A)
-            x = block.out(x, A.to(v.dtype) @ v)
-    finally:
-        enc.end_forward()
-    return model.head(model.ln_f(x))
+    return model(idx, pos, observer=None if visit is None else lambda seen: visit(seen.layer, seen.weights))
 
 
 def probabilities(model, idx, pos=None):

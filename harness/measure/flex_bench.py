@@ -17,11 +17,10 @@ import pathlib
 import pandas as pd
 import torch
 
-from harness import flex
+from harness import attention
 from harness.measure import timing
 from harness.encodings import build
 from harness.measure.memory import peak_extra_bytes
-from harness.model import softmax_attention
 
 B, H, D = 1, 4, 32
 LENS = (1024, 2048, 4096, 8192, 16384)
@@ -48,9 +47,9 @@ def paths(enc, T):
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(B, H, T, D, generator=g) for _ in range(3))
     pos = torch.arange(T)
-    q, k = enc.rotate(q, k, pos)
-    return {"sdpa": lambda: softmax_attention(q, k, v, enc.bias(q, pos, pos)),
-            "flex": lambda: flex.attention(q, k, v, enc, pos)}
+    q, k = attention.rotate(enc, q, k, pos)
+    return {"sdpa": lambda: attention.softmax_attention(q, k, v, attention.positions_bias(enc, q, pos, pos)),
+            "flex": lambda: attention.flex_attention(q, k, v, enc, pos)}
 
 
 def measure(enc, path, fn, T, predicted=None):
@@ -84,7 +83,7 @@ def run(encodings=ENCODINGS, lens=LENS):
     for spec in encodings:
         name, _, layer = spec.partition(":")
         enc = build(name, d_model=H * D, n_heads=H, head_dim=D).at(int(layer or 0))
-        why = flex.unsupported(enc)
+        why = attention.flex_unsupported(enc)
         if why:
             raise ValueError(f"{spec}: no FlexAttention path ({why})")
         last = {}

@@ -9,6 +9,7 @@ import math
 
 import torch
 
+from harness.attention import positions_bias, rotate
 from harness.names import PRECISION_PROTOCOLS as PROTOCOLS
 from harness.encodings import ENCODINGS, build
 from harness.encodings.xpos import zeta as xpos_zeta
@@ -51,7 +52,7 @@ def bias_rows(encodings=None, *, dtypes=("bf16", "fp16"), protocols=PROTOCOLS, n
     q_pos, k_pos = torch.tensor([max_len - 1]), torch.arange(max_len)
 
     def bias(module):  # (H, N) indexed by distance d = max_len - 1 - k
-        return module.bias(None, q_pos, k_pos).reshape(-1, max_len).flip(-1)
+        return positions_bias(module, None, q_pos, k_pos).reshape(-1, max_len).flip(-1)
 
     for name in bias_encodings(n_heads) if encodings is None else encodings:
         torch.manual_seed(seed)
@@ -98,7 +99,7 @@ def xpos_rows(*, dtypes=("fp32", "bf16", "fp16"), protocols=PROTOCOLS, head_dim=
             ref = torch.stack(_xpos_reference(enc, x[0].double(), x[1].double(), pos, base))  # fp64
             # fp32 is the module's own precision: there is nothing for a cast or autocast to do
             for proto in (protocols if dt != "fp32" else ("cast",)):
-                got = torch.stack(in_low_precision(enc, proto, dt, lambda m: m.rotate(x[0], x[1], pos)))
+                got = torch.stack(in_low_precision(enc, proto, dt, lambda m: rotate(m, x[0], x[1], pos)))
                 bad = ~got.isfinite()  # zeta^(n/scale_base) overflowed (1/scale flushing k shows in rot_rel_err)
                 rel = ((got.double() - ref).norm(dim=-1) / ref.norm(dim=-1)).amax()
                 ids = dict(encoding="xpos", protocol=proto, dtype=dt, eval_len=T, head_dim=head_dim,

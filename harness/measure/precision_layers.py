@@ -12,6 +12,7 @@ import math
 
 import torch
 
+from harness.attention import rotate
 from harness.names import PRECISION_PROTOCOLS as PROTOCOLS
 from harness.encodings import ENCODINGS, build
 from harness.encodings._base import Encoding
@@ -39,7 +40,7 @@ def members(head_dim=HEAD_DIM):
 def _logits(enc, q, k, pos):
     """(P, N) fp64 logits q.k / sqrt(D) of each pair's q at every position in pos against its k at pos[0];
     q, k (1, P, N, D): the P pairs ride as heads (a member acts on every head alike)."""
-    rq, rk = enc.rotate(q, k, pos)
+    rq, rk = rotate(enc, q, k, pos)
     enc.end_forward()  # a table built for these positions must not serve the next call
     return (rq[0].double() * rk[0, :, :1].double()).sum(-1) / math.sqrt(q.shape[-1])
 

@@ -12,13 +12,13 @@ Metrics (eval_len is the metric's x-axis):
   mean over the window's tokens of KL(p_fp32 || p_low) of the next-token distributions, in nats.
 - anchor_d (eval_len = shift D1): AnchorAttention (Wang et al. 2024, arXiv 2411.13476, Eq. 4) as we read it:
   the same window (length train_len) fed at positions p + D1 and at p + D2 (D2 = anchor_shift = 16);
-  D = mean over layers, heads and causal pairs (i, j <= i) of |A_ij(D1) - A_ij(D2)|, A the softmax attention
-  probabilities. A relative encoding has D = 0 in exact arithmetic, so D measures the broken relative
+  D = mean over layers, heads and causal pairs (i, j <= i) of |A_ij(D1) - A_ij(D2)|, A the attention weights
+  the model uses (softmax, or an encoding's own normalizer). A relative encoding has D = 0 in exact arithmetic, so D measures the broken relative
   property; absolute encodings (learned, sinusoidal) are not shift invariant even in fp32 (see the fp32 rows).
 - anchor_d_logit (eval_len = sequence length T; Eq. 5 as we read it): the same mean |.| on the
   pre-softmax attention logits S = q.k / sqrt(D) + bias, positions p + 0 against p + D2, vs T.
-Attention logits are each block's own (Block.logits, on the input its forward receives: a forward pre-hook;
-the model is not changed), in the activations' dtype as the model computes them, softmax in fp32.
+Scores and weights are the model's own, observed in its forward (harness.attention.attend with an observer):
+scores in the activations' dtype as the model computes them, weights in fp32 (softmax) or the encoding's own.
 A length or shift the encoding cannot represent (its own ValueError) gives NaN rows with the reason.
 """
 import contextlib
@@ -26,11 +26,10 @@ import copy
 import math
 
 import torch
-import torch.nn.functional as F
 
 from harness.names import LOW_DTYPES
 from harness.names import PRECISION_PROTOCOLS as PROTOCOLS
-from harness.model import causal_mask
+from harness.attention import causal_mask
 from harness.measure.precision_pipelines import DTYPES, windows as log_windows
 
 PARAM_KEYS = ("seq_len", "shift", "anchor_shift")  # measurement knobs in params (not the encoding's)
@@ -111,22 +110,17 @@ def gap_rows(model, task, lens, variants_, *, max_tokens, device):
     return rows
 
 
-def _scores(model, ctx, x, pos):
-    """Pre-softmax attention logits per layer, each (B, H, T, T) in fp32 with -inf above the diagonal."""
-    out, hooks = [], []
+def _attention(model, ctx, x, pos):
+    """Per layer, the scores (B, H, T, T) attend forms (-inf above the diagonal) and the weights the forward then
+    uses (an encoding's own normalizer included), both fp32: the model's forward, observed."""
+    scores, weights = [], []
 
-    def hook(block, args):  # the block's own logits (Block.logits) from the input the forward gives it
-        out.append(block.logits(*args).float())
-
-    for block in model.blocks:
-        hooks.append(block.register_forward_pre_hook(hook))
-    try:
-        with torch.no_grad(), ctx():
-            model(x, pos)
-    finally:
-        for h in hooks:
-            h.remove()
-    return out
+    def observe(seen):
+        scores.append(seen.scores.float())
+        weights.append(seen.weights)
+    with torch.no_grad(), ctx():
+        model(x, pos, observer=observe)
+    return scores, weights
 
 
 def _mean_abs(a, b, causal):
@@ -144,18 +138,18 @@ def anchor_rows(model, task, train_len, lens, variants_, *, shifts, anchor_shift
             for g in grid:
                 T, shift = (T_fixed, g) if metric == "anchor_d" else (g, 0)
                 x, _, _, pos = _batch(task, T, n_windows * T, device)
-                causal = causal_mask(T, device)
+                causal = causal_mask(T, device=device)
                 ids = dict(eval_len=g, protocol=protocol, dtype=dt, anchor_shift=anchor_shift, seq_len=T,
                            shift=shift)
                 try:
                     if T not in anchored:
-                        anchored[T] = _scores(net, ctx, x, pos + anchor_shift)
-                    s1, s2 = _scores(net, ctx, x, pos + shift), anchored[T]
+                        anchored[T] = _attention(net, ctx, x, pos + anchor_shift)
+                    got = _attention(net, ctx, x, pos + shift)
                 except ValueError as e:
                     rows.append(_row(metric, math.nan, unit, nan_reason=str(e), **ids))
                     continue
-                if metric == "anchor_d":
-                    s1, s2 = [F.softmax(s, -1) for s in s1], [F.softmax(s, -1) for s in s2]
+                which = 1 if metric == "anchor_d" else 0  # the weights the model uses, or its scores
+                s1, s2 = got[which], anchored[T][which]
                 value = _mean_abs(s1, s2, causal)
                 reason = {} if math.isfinite(value) else {"nan_reason": f"non-finite attention logits in {dt}"}
                 rows.append(_row(metric, value if not reason else math.nan, unit, **ids, **reason))
