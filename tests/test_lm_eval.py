@@ -18,59 +18,28 @@ from lm_eval.api.instance import Instance
 from lm_eval.api.model import LM
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-from harness import config, results, tasks, train
-from harness.config import resolvers
+from harness import config, results, tasks
 from harness.tasks import data
 from harness.lmeval import rows as lm_eval_rows
 from harness import model as model_lib
 from harness.lmeval.model import HarnessLM, load_run
 from harness.measure import extrapolation
 
-ROOT = Path(__file__).resolve().parent.parent
-OFFLINE = ["copy", "reverse", "passkey", "kv_recall", "pystdlib_ppl"]
+from tests.lmeval_runs import OFFLINE, ROOT, sweep_dir, train_into
+from tests.lmeval_runs import cfg as _cfg
 
-
-def _cfg(encoding="rope", corpus="pystdlib"):
-    return config.Config(encoding={"name": encoding}, model=config.ModelConfig(n_layers=1, d_model=32, n_heads=2),
-                         task=config.TaskConfig(corpus=corpus),
-                         train=config.TrainConfig(seq_len=16, steps=30, batch_size=8, warmup=3, log_every=10),
-                         eval=config.EvalConfig(lens=[16, 32], max_tokens=300, batch_size=4),
-                         wandb=config.WandbConfig(mode="disabled"))
-
-
-def _train_into(d):
-    """d holding a tiny model trained 30 steps on pystdlib (about a second)."""
-    cfg = _cfg()
-    torch.manual_seed(0)
-    net = model_lib.from_config(cfg.model, cfg.encoding)
-    fit = train.fit(net, tasks.build(cfg.task, 0), cfg.train, torch.Generator().manual_seed(0), "cpu", False)
-    assert fit.status == "ok"
-    results.write_checkpoint(d, net.state_dict(), config.to_dict(cfg))
-    return d
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A run dir holding a tiny model trained 30 steps on pystdlib (about a second)."""
-    return _train_into(tmp_path_factory.mktemp("run"))
-
-
-SWEEP_OVERRIDES = "encoding=rope,eval.lens=[16,32],seed=0"  # what Hydra's override_dirname is for such a job
-
-
-def sweep_dir(root):
-    """root/sweeps/lm_eval/<the run dir name `make sweep` gives SWEEP_OVERRIDES> (conf/config.yaml:
-    hydra.sweep.subdir = run_name(override_dirname)): commas, brackets and = in one path component."""
-    d = root / "sweeps" / "lm_eval" / resolvers.run_name(SWEEP_OVERRIDES)
-    assert d.name == SWEEP_OVERRIDES
-    d.mkdir(parents=True)
-    return d
+    return train_into(tmp_path_factory.mktemp("run"))
 
 
 @pytest.fixture(scope="module")
 def sweep_run_dir(tmp_path_factory):
     """run_dir's model trained into a dir named as a sweep's run dir."""
-    return _train_into(sweep_dir(tmp_path_factory.mktemp("out")))
+    return train_into(sweep_dir(tmp_path_factory.mktemp("out")))
 
 
 def _req(kind, args, i=0):

@@ -18,7 +18,8 @@ from harness import model as model_lib
 from harness.lmeval import cli, rows
 from harness.lmeval import model as model_lib_lmeval
 from harness.lmeval.model import HarnessLM
-from tests.test_lm_eval import ROOT, _cfg, sweep_dir
+from tests.lmeval_runs import ROOT, sweep_dir
+from tests.lmeval_runs import cfg as _cfg
 
 PREFIX = "harness.lmeval: error: "
 
