@@ -10,54 +10,10 @@ import scipy.stats
 from matplotlib.collections import PolyCollection
 
 from harness import report, results, stats
+from harness.report import figures as report_figures
 from harness.report import plots as report_plots
 from harness.report.tables import fmt_ci
-
-LENS = (64, 128, 512)  # 1x, 2x and 8x the train length
-SEED_EFFECT = (0.30, -0.20, 0.10, -0.15)  # shared by every encoding of one seed (same batches, same windows)
-OWN = (0.010, -0.020, 0.015, -0.005)  # each encoding's own noise per seed
-BASE = dict(sweep="t", model="tiny", d_model=32, n_layers=1, n_heads=2, head_dim=16, task="lm", train_len=64,
-            dtype="float32", device="cpu", torch="x", harness_version="0", git_sha="abc", time="now")
-
-
-def run_rows(encoding, seed, ppl, *, model="tiny", d_model=32, steps=100, extra=()):
-    """One run's rows: ppl (nonoverlapping) at LENS from ppl(L) plus the run's train_steps row."""
-    base = {**BASE, "run_id": f"model={model}/encoding={encoding},seed={seed}", "encoding": encoding, "seed": seed,
-            "model": model, "d_model": d_model, "params": {}}
-    measured = [dict(metric="ppl", eval_len=L, protocol="nonoverlapping", value=ppl(L), unit="ppl") for L in LENS]
-    measured += [dict(metric="train_steps", eval_len=None, protocol="train", value=float(steps), unit="steps"),
-                 *extra]
-    return results.complete(measured, base, steps)
-
-
-def planted(root, seeds=range(4), budgets=(("tiny", 32, 100),), extra=lambda enc, s: (),
-            encodings=("rope", "alibi", "twin")):
-    """rope: 6 + seed effect; alibi: rope + 1 (the planted difference); twin: rope + a zero-mean wiggle
-    (the planted tie). Returns the sweep dir."""
-    offset = {"rope": lambda s: 0.0, "alibi": lambda s: 1.0 + OWN[s], "twin": lambda s: (0.001, -0.001, 0.002,
-                                                                                           -0.002)[s]}
-    for model, d_model, steps in budgets:
-        for enc in encodings:
-            off = offset[enc]
-            for s in seeds:
-                df = run_rows(enc, s, lambda L: 6 + L / 512 + SEED_EFFECT[s] + off(s), model=model, d_model=d_model,
-                              steps=steps, extra=extra(enc, s))
-                results.write_rows(root / f"model={model}" / f"encoding={enc},seed={s}", df)
-    return root
-
-
-def table_rows(md, heading):
-    """{row label: [cells]} of the first table after the line starting with `heading`, and the text from
-    the heading to the table's end."""
-    lines = md.splitlines()
-    i = next(k for k, line in enumerate(lines) if line.startswith(heading))
-    j = next(k for k in range(i, len(lines)) if lines[k].startswith("|")) + 2  # past the header and |---|
-    out = {}
-    while j < len(lines) and lines[j].startswith("|"):
-        cells = [c.strip() for c in lines[j].strip("|").split("|")]
-        out[cells[0]] = cells[1:]
-        j += 1
-    return out, "\n".join(lines[i:j])
+from tests.report_runs import LENS, OWN, SEED_EFFECT, planted, run_rows, table_rows
 
 
 def test_planted_difference_is_significant_and_tie_is_marked(tmp_path):
@@ -163,7 +119,7 @@ def test_training_small_multiples_have_bands():
     rows = [dict(variant=v, step=k, seed=s, value=3 - k / 100 + 0.1 * s + (v == "b")) for v in "abc"
             for k in range(0, 100, 10) for s in range(3)]
     s = stats.summarize(pd.DataFrame(rows), ["variant", "step"])
-    fig = report_plots.fig_training(s)
+    fig = report_figures.fig_training(s)
     used = [ax for ax in fig.axes if ax.axison]
     assert len(used) == 3 and all(any(isinstance(c, PolyCollection) for c in ax.collections) for ax in used)
     assert len({ax.get_ylim() for ax in used}) == 1  # shared axes

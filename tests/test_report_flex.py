@@ -5,7 +5,7 @@ import pytest
 
 from harness import report
 from harness.measure.flex_bench import summary
-from tests.test_report import planted
+from tests.report_runs import planted
 
 H = 4
 

@@ -31,8 +31,10 @@ def fig_budgets(pairs, cheap, large, qlabel, logscale):
     for ax, (title, a, b, tau) in zip(axes[0], pairs):
         m = a.merge(b, on="pair", suffixes=("_a", "_b")).dropna(subset=["mean_a", "mean_b"])
         for i, r in enumerate(m.itertuples()):
+            c, _, mk = style(i)
             ax.errorbar(r.mean_a, r.mean_b, xerr=r.half_a if r.n_a >= 2 else 0, yerr=r.half_b if r.n_b >= 2 else 0,
-                        fmt="o", ms=5, color=style(i)[0], capsize=2, lw=1)
+                        fmt="none", ecolor=c, capsize=2, lw=1)
+            ax.plot(r.mean_a, r.mean_b, marker=mk, ms=6, color=c, ls="none", label=r.pair)
         if logscale:
             plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
             ax.set(xscale="log", yscale="log")

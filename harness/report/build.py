@@ -1,5 +1,6 @@
 """Rows -> report.md with tables + PNG plots. `python -m harness.report RESULTS... [--out DIR]
-[--reference VARIANT] [--test t|permutation] [--flex CSV...]`.
+[--reference VARIANT] [--test t|permutation] [--flex CSV...]`; `--readme README.md --write|--check` regenerates
+(checks) the README's reference-summary block instead (harness.report.summary).
 
 Each curve or table row is a *variant* (harness.report.labels). Runs that differ only in their seed are
 one variant: every number is a mean over seeds with its 95% interval, and every aggregation over
@@ -21,10 +22,14 @@ from harness.report import lmeval as report_lmeval
 from harness.report import longctx as report_longctx
 from harness.report import precision as report_precision
 from harness.report import pretrained as report_pretrained
+from harness.report import summary as report_summary
 from harness.infra import wandb_sink
 from harness.measure.precision_pipelines import MAX_LEN
 from harness.report.labels import prepare, variants
-from harness.report.plots import fig_bars, fig_cost, fig_curves, fig_passkey, fig_training, save
+from harness.report import families
+from harness.report.figures import fig_cost, fig_passkey, fig_training
+from harness.report.plots import fig_bars, fig_curves, save
+from harness.report.style import label
 from harness.report.tables import (ci_table, lower_is_better, md_table, select,  # noqa: F401 - md_table: report_precision
                                    table)
 
@@ -54,12 +59,28 @@ def by_panel(d, x):
     return stats.summarize(d, ["variant", x])
 
 
-def curves(d, out, name, made, title, ylabel, train_lens, logy=True):
-    save(fig_curves(by_panel(d, "eval_len"), "eval_len", title, "eval length (tokens; dotted: train length)",
-                    ylabel, train_lens, logy, panels=list(report_budget.budget_table(d).index)), out, name, made)
+def curve_key(d):
+    """The label a figure's curves carry: `pair` (without the budget) when a panel per budget, else `variant`."""
+    return "pair" if d.budget.nunique() > 1 else "variant"
 
 
-def cost_plot(tdf, df, out, made, task):
+def curves(d, out, name, made, title, ylabel, train_lens, logy=True, reference=None, groups=None):
+    """A figure of d's means vs eval length: panels by family (or `groups`), one more column per budget."""
+    if groups is None:
+        groups, reference = families.of_rows(d, reference, curve_key(d))
+    save(fig_curves(by_panel(d, "eval_len"), "eval_len", title, label("eval_len", log=True) + "; dotted: train "
+                    "length", ylabel, train_lens, logy, panels=list(report_budget.budget_table(d).index),
+                    groups=groups, reference=reference), out, name, made)
+
+
+def extension_groups(d):
+    """A panel per trained variant: its eval-time extensions beside it (labels `<variant>+<extension>`)."""
+    key = curve_key(d)
+    base = d[key].where(~d.ext, d[key].str.rpartition("+")[0])
+    return families.panels(dict(zip(d[key], base)))
+
+
+def cost_plot(tdf, df, out, made, task, reference=None):
     """Quality at 8x (else the longest length) against train tokens/s and train peak memory; [] if absent."""
     m = report_confidence.mains(tdf)
     tp = select(df, "train_tokens_per_s", "train")
@@ -67,22 +88,26 @@ def cost_plot(tdf, df, out, made, task):
     if not m or tp is None or mem is None:
         return []
     metric, _, title, d = m[0]
-    L, label = (report_confidence.lengths(d, longest=False) or report_confidence.lengths(d))[-1]
+    L, where = (report_confidence.lengths(d, longest=False) or report_confidence.lengths(d))[-1]
     q = stats.summarize(d[d.eval_len == L], "variant")
-    costs = [("train tokens/s (higher is cheaper)", stats.summarize(tp, "variant")),
-             ("train peak memory (MiB)", stats.summarize(mem.assign(value=mem.value / MiB), "variant"))]
+    costs = [(label("train_tokens_per_s") + ": right is cheaper", stats.summarize(tp, "variant")),
+             (label("peak_mem_bytes") + " of a train step: left is cheaper",
+              stats.summarize(mem.assign(value=mem.value / MiB), "variant"))]
     name = f"cost_{task}.png"
-    save(fig_cost(q, costs, f"{title} at {L} ({label})", logy=metric == "ppl"), out, name, made)
+    groups, ref = families.of_rows(d, reference)
+    save(fig_cost(q, costs, f"{title} at {L} ({where})" + (", log scale" if metric == "ppl" else ""),
+                  logy=metric == "ppl", groups=groups, reference=ref), out, name, made)
     return [f"### Quality against cost\n", f"![quality vs cost]({name})\n"]
 
 
-def task_section(task, all_t, df, train_lens, out, made):
+def task_section(task, all_t, df, train_lens, out, made, reference=None):
     tdf, text = all_t[~all_t.ext], all_t[all_t.ext]
     md = [f"## Task `{task}`\n"]
     ppl = select(tdf, "ppl", "nonoverlapping")
     if ppl is not None:
         name = f"extrapolation_{task}.png"
-        curves(ppl, out, name, made, f"{task}: perplexity vs eval length (nonoverlapping)", "PPL (log)", train_lens)
+        curves(ppl, out, name, made, f"{task}: perplexity vs eval length (nonoverlapping windows)",
+               label("ppl", log=True), train_lens, reference=reference)
         md += table(ppl, "Perplexity, nonoverlapping windows (encoding × eval length)")
         md += [f"![extrapolation]({name})\n"]
         for title, metric, proto in (("Perplexity, sliding windows", "ppl", "sliding"),
@@ -91,27 +116,28 @@ def task_section(task, all_t, df, train_lens, out, made):
             d = select(tdf, metric, proto)
             if d is not None:
                 md += table(d, title)
-    md += report_longctx.section(tdf, out, made, task, train_lens)
+    md += report_longctx.section(tdf, out, made, task, train_lens, reference)
     acc = select(tdf[tdf.protocol == "iid"], "acc")
     if acc is not None:
         name = f"accuracy_{task}.png"
-        curves(acc, out, name, made, f"{task}: token accuracy vs length", "accuracy", train_lens, logy=False)
+        curves(acc, out, name, made, f"{task}: token accuracy vs length", label("acc"), train_lens, logy=False,
+               reference=reference)
         md += table(acc, "Accuracy vs length (token accuracy on scored positions)") + [f"![accuracy]({name})\n"]
     pk = select(tdf, "seq_acc", "depth=")
     if pk is not None:
         name = f"depths_{task}.png"
         save(fig_passkey(stats.summarize(pk, ["variant", "protocol", "eval_len"])), out, name, made, tight=False)
         md += table(pk, "Sequence accuracy over needle depths (mean over depths per seed)") + [f"![depths]({name})\n"]
-    md += cost_plot(tdf, df, out, made, task)
+    md += cost_plot(tdf, df, out, made, task, reference)
     if not text.empty:
         both = pd.concat([text, tdf[tdf.encoding.isin(text.encoding.unique())]])
-        metric, proto, ylabel, logy = (("ppl", "nonoverlapping", "PPL (log)", True) if ppl is not None
-                                       else ("acc", "iid", "accuracy", False))
+        metric, proto, ylabel, logy = (("ppl", "nonoverlapping", label("ppl", log=True), True) if ppl is not None
+                                       else ("acc", "iid", label("acc"), False))
         d = select(both, metric, proto)
         if d is not None:
             name = f"extension_{task}.png"
-            curves(d, out, name, made, f"{task}: RoPE eval-time extension, {metric} vs eval length", ylabel,
-                   train_lens, logy)
+            curves(d, out, name, made, f"{task}: RoPE eval-time extension, {label(metric)} vs eval length "
+                   "(a panel per trained variant)", ylabel, train_lens, logy, groups=extension_groups(d))
             md += table(d, f"RoPE context extension at evaluation time (no retraining), {metric}")
             md += ["factor `auto` = eval_len / train_len (dynamic: 1); YaRN betas as in eval.extension.\n",
                    f"![extension]({name})\n"]
@@ -126,11 +152,11 @@ def throughput_section(df, out, made):
     tr = tp[tp.metric == "train_tokens_per_s"]
     mem = tp[(tp.metric == "peak_mem_bytes") & (tp.protocol == "train")].assign(value=lambda d: d.value / MiB)
     if len(tr):
-        save(fig_bars(stats.summarize(tr, "variant"), "train throughput (fwd+bwd+AdamW)", "tokens/s"), out,
-             "throughput.png", made)
+        save(fig_bars(stats.summarize(tr, "variant"), "train throughput (fwd+bwd+AdamW)",
+                      label("train_tokens_per_s")), out, "throughput.png", made)
     if len(mem):
-        save(fig_bars(stats.summarize(mem, "variant"), "peak memory of one training step", "MiB"), out,
-             "memory.png", made)
+        save(fig_bars(stats.summarize(mem, "variant"), "peak memory of one training step", label("peak_mem_bytes")),
+             out, "memory.png", made)
 
     def by_len(train, ev):
         """train rows in column 'train', eval rows by eval length (both directions are the same metric's)."""
@@ -156,14 +182,16 @@ def throughput_section(df, out, made):
     return md
 
 
-def training_section(df, out, made):
+def training_section(df, out, made, reference=None):
     loss = df[df.metric == "train_loss"]
     wall = df[df.metric == "train_wall_s"]
     if loss.empty and wall.empty:
         return []
     md = ["## Training\n"]
     if len(loss):
-        save(fig_training(stats.summarize(loss, ["variant", "step"])), out, "training.png", made, tight=False)
+        groups, ref = families.of_rows(loss, reference)
+        save(fig_training(stats.summarize(loss, ["variant", "step"]), label("train_loss"), groups, ref), out,
+             "training.png", made, tight=False)
         md.append("![training](training.png)\n")
     if len(wall):
         md += ["### Train wall time (s)\n", *ci_table(wall.assign(col="train wall s"), "col", True)]
@@ -202,8 +230,9 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
         md.append("**Skipped corrupt rows files:** " + "; ".join(f"`{p}` ({e})" for p, e in df.attrs["skipped"]) + "\n")
     train_lens = sorted(df.train_len.unique())
     lm_eval = df.protocol.str.startswith("lm_eval")
+    md += report_summary.section(df[~lm_eval], paths)
     for task, all_t in df[~lm_eval].groupby("task"):
-        md += task_section(task, all_t, df, train_lens, out, made)
+        md += task_section(task, all_t, df, train_lens, out, made, reference)
     core = df[~lm_eval]
     md += report_confidence.section(core, reference, test)
     chomsky = report_chomsky.section(core)
@@ -211,9 +240,9 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
     md += report_budget.section(core, out, made)
     md += report_lmeval.section(df)
     md += throughput_section(df, out, made)
-    md += report_precision.section(df, paths, out, made, md_table, kernel_max_len)
+    md += report_precision.section(df, paths, out, made, md_table, kernel_max_len, reference)
     md += report_flex.section(flex, out, made)
-    md += training_section(df, out, made)
+    md += training_section(df, out, made, reference)
     md += report_pretrained.section(pretrained, raw, out, made) if len(pretrained) else []
     nan = df[df.value.isna() & df.params.str.contains("nan_reason")]
     if not nan.empty:
@@ -236,8 +265,13 @@ def main(argv=None):
                    help="attention-paths section from python -m harness.measure.flex_bench CSVs")
     p.add_argument("--wandb", default="offline", choices=("offline", "online", "disabled"),
                    help="log the over-seed summary as one W&B run per report (default: offline, in OUT/wandb_files)")
+    p.add_argument("--readme", default=None, help="README whose reference-summary block to regenerate, then exit")
+    p.add_argument("--write", action="store_true", help="with --readme: rewrite the block")
+    p.add_argument("--check", action="store_true", help="with --readme: exit 1 when the block is stale")
     a = p.parse_args(argv)
     try:
+        if a.readme:
+            return report_summary.readme(a.readme, a.write, a.check)
         path = build(a.paths, a.out or a.paths[0], a.kernel_max_len, a.reference, a.test, a.flex)
     except (ValueError, FileNotFoundError) as e:  # the user's paths or options: exit 2, as harness and argparse
         print(f"harness.report: error: {e}", file=sys.stderr)

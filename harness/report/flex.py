@@ -9,7 +9,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from harness.measure.flex_bench import summary
-from harness.report.plots import save, style
+from harness.report.plots import legend, save, style, twins
+from harness.report.style import label
 from harness.report.tables import md_table
 
 MiB = 2 ** 20
@@ -38,19 +39,22 @@ def member(d):
 
 def fig_paths(d):
     """Peak memory and time per call against T (all log): one colour per encoding, solid SDPA, dashed flex."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
     d = d.assign(member=member(d))
-    for ax, (metric, scale, ylabel) in zip(axes, (("peak_extra_bytes", MiB, "peak extra memory (MiB, log)"),
-                                                   ("s_per_call", 1.0, "seconds per forward (log)"))):
-        for i, (name, g) in enumerate(d[d.metric == metric].groupby(["machine", "member"])):
-            for path, ls, mk in (("sdpa", "-", "o"), ("flex", "--", "x")):
-                p = g[g.path == path].sort_values("T")
-                ax.plot(p["T"], p.value / scale, ls, marker=mk, ms=5, color=style(i)[0],
-                        label=f"{'/'.join(name)} {path}")
-        ax.set(xscale="log", yscale="log", xlabel="sequence length T", ylabel=ylabel)
-    axes[0].set_title("one causal attention forward with the encoding's bias: SDPA (solid) vs flex (dashed)",
-                      fontsize=9)
-    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    for ax, (metric, scale) in zip(axes, (("peak_extra_bytes", MiB), ("s_per_call", 1.0))):
+        lines = {f"{'/'.join(name)} {path}": (g[g.path == path].set_index("T").value.sort_index() / scale, i, ls, mk)
+                 for i, (name, g) in enumerate(d[d.metric == metric].groupby(["machine", "member"]))
+                 for path, ls, mk in (("sdpa", "-", "o"), ("flex", "--", "x"))}
+        same = twins(pd.DataFrame({k: v[0] for k, v in lines.items()}).T)
+        for k, (v, i, ls, mk) in lines.items():
+            n = len([t for t in list(same)[:list(same).index(k) + 1] if same[t] == same[k]]) if k in same else 0
+            ax.plot(v.index, v.values, ls=ls, marker="o" if n else mk, ms=6 + 4 * n, mfc="none" if n else None,
+                    color=style(i)[0], label=f"{k} (identical to {same[k]})" if n else k, zorder=2 + n)
+        ax.set(xscale="log", yscale="log", xlabel=label("T", log=True), ylabel=label(metric, log=True))
+        ax.grid(alpha=0.3, which="both")
+        legend(ax, loc="upper left")
+    fig.suptitle("one causal attention forward with the encoding's bias: SDPA (solid, ●) vs FlexAttention "
+                 "(dashed, ×)", fontsize=11)
     return fig
 
 

@@ -7,8 +7,10 @@ import pandas as pd
 
 from harness import stats
 from harness.report import budget as report_budget
+from harness.report import families
 from harness.report.plots import fig_bars, fig_curves, save
-from harness.report.tables import ci_table, select, table
+from harness.report.style import label
+from harness.report.tables import ci_cells, ci_table, render, select, table
 
 MiB = 2 ** 20
 PRIMARY = ("ruler_all", "acc", "byte_acc")  # the score the effective-length plot shows: the first present
@@ -16,31 +18,44 @@ RULES = {"absolute": "score ≥ eval.effective_length.threshold",
          "relative": "score ≥ eval.effective_length.relative × the score at the train length"}
 
 
-def nll_by_pos(tdf, out, made, task):
-    """Mean NLL per position bin (train-length bins) with bands, one panel per window length (1x ... 16x); with
-    several budgets, one panel per budget at the longest length. [] when there are no nll_by_pos rows."""
+def nll_by_pos(tdf, out, made, task, reference=None):
+    """Mean NLL per position bin (train-length bins) with bands in the longest window, one panel per family (and
+    per budget, with several). [] when there are no nll_by_pos rows."""
     d = select(tdf, "nll_by_pos", "nonoverlapping")
     if d is None:
         return []
-    p = d.params.map(json.loads)
-    d = d.assign(pos=[(q["pos_lo"] + q["pos_hi"]) / 2 for q in p])  # bin centre
     L = int(d.eval_len.max())
+    d = d[d.eval_len == L]
+    d = d.assign(pos=[(q["pos_lo"] + q["pos_hi"]) / 2 for q in d.params.map(json.loads)])  # bin centre
+    key, panels = "variant", None
     if d.budget.nunique() > 1:
-        d = d[d.eval_len == L]
-        s = stats.summarize(d.assign(panel=d.budget, variant=d.pair), ["panel", "variant", "pos"])
-        panels, what = list(report_budget.budgettable(d).index), f"a {L}-token window"
-    else:
-        s = stats.summarize(d.assign(panel="window " + d.eval_len.astype(str)), ["panel", "variant", "pos"])
-        panels = [f"window {n}" for n in sorted(d.eval_len.unique())]
-        what = "windows of every eval length"
+        key, panels = "pair", list(report_budget.budget_table(d).index)
+        d = d.assign(panel=d.budget)
+    s = stats.summarize(d.assign(variant=d[key]), (["panel"] if panels else []) + ["variant", "pos"])
+    groups, ref = families.of_rows(d, reference, key)
     name = f"nll_by_pos_{task}.png"
-    save(fig_curves(s, "pos", f"{task}: mean NLL by position in {what} (bins of the train length)",
-                    "position (bin centre; dotted: train length)", "NLL (nats)", sorted(d.train_len.unique()),
-                    logy=False, logx=False, panels=panels), out, name, made)
-    return ["### Loss by position\n", "Where a curve turns up is where the encoding stops extrapolating: a causal "
-            "model's loss at a position does not depend on the window around it, so the panels differ only by "
-            "the text they score, and by encodings whose positions depend on the call (xPos).\n",
-            f"![nll by position]({name})\n"]
+    save(fig_curves(s, "pos", f"{task}: mean NLL by position in a {L}-token window (bins of the train length)",
+                    label("pos") + " (bin centre; dotted: train length)", label("nll_by_pos"),
+                    sorted(d.train_len.unique()), logy=False, logx=False, panels=panels, groups=groups, reference=ref),
+         out, name, made)
+    return ["### Loss by position\n", "Where a curve turns up is where the encoding stops extrapolating. Drawn for the "
+            f"longest window ({L} tokens) only: a causal model's loss at a position does not depend on the window "
+            "around it, so shorter windows differ only by the text they score (and for encodings whose positions "
+            "depend on the call, xPos).\n", f"![nll by position]({name})\n"]
+
+
+def longest(tdf, score):
+    """The longest length the score `score` was evaluated at (an effective length there is censored)."""
+    lens = tdf.loc[tdf.metric == score, "eval_len"].dropna()
+    return int(lens.max()) if len(lens) else None
+
+
+def censored(g, top):
+    """{(variant, rule)} whose effective length reached `top` on some seed: the mean is a lower bound there."""
+    if top is None:
+        return set()
+    hit = g[g.value >= top]
+    return set(zip(hit.variant, hit.rule))
 
 
 def effective_length(tdf, out, made, task):
@@ -53,13 +68,25 @@ def effective_length(tdf, out, made, task):
           "(RULER, Hsieh et al. 2024; relative bar: NoLiMa, Modarressi et al. 2025), per seed, then over seeds; "
           "0 = below the bar already at the shortest length. " + "; ".join(f"{r}: {t}" for r, t in RULES.items())
           + ".\n"]
+    marked = False
     for proto, g in d.groupby("protocol"):
-        md += [f"Score `{proto}`:\n"] + ci_table(g.assign(metric="effective_len_absolute"), "rule", False)
+        top = longest(tdf, proto.partition(":")[0])
+        cells, head = ci_cells(g, "rule", False)
+        for v, rule in censored(g, top):
+            cells.loc[v, rule] = "≥ " + cells.loc[v, rule]
+            marked = True
+        md += [f"Score `{proto}`:\n", head + "\n", render(cells), ""]
+    if marked:
+        md += ["≥: the score stayed at or above the bar up to the longest length evaluated on at least one seed, so "
+               "the effective length is at least this (censored: longer evaluations could only raise it).\n"]
     primary = next(s for s in PRIMARY if s in set(d.score))
     rel = d[(d.score == primary) & (d.rule == "relative")]
+    top = longest(tdf, primary)
     name = f"effective_length_{task}.png"
     save(fig_bars(stats.summarize(rel, "variant"), f"{task}: effective length, relative rule ({rel.protocol.iloc[0]})",
-                  "tokens"), out, name, made)
+                  label("effective_len_relative"), censored={v for v, _ in censored(rel, top)},
+                  note=f"≥ / ▶: reached {top}, the longest length evaluated, on some seed: a lower bound"),
+         out, name, made)
     return md + [f"![effective length]({name})\n"]
 
 
@@ -73,7 +100,7 @@ def ruler(tdf):
         f"Decoded with: {', '.join(paths)} (kv_cache where the encoding can decode with one).\n"]
 
 
-def attention(tdf, out, made, task, train_lens):
+def attention(tdf, out, made, task, train_lens, reference=None):
     """Sink rate and first-token attention at the 64-token probes, entropy per layer vs length."""
     sink, ent = select(tdf, "sink_rate"), select(tdf, "attn_entropy")
     if sink is None and ent is None:
@@ -90,9 +117,10 @@ def attention(tdf, out, made, task, train_lens):
     if ent is not None:
         mean = ent.groupby(["variant", "seed", "eval_len", "train_len", "budget"], as_index=False).value.mean()
         name = f"attention_entropy_{task}.png"
+        groups, ref = families.of_rows(ent, reference)
         save(fig_curves(stats.summarize(mean, ["variant", "eval_len"]), "eval_len", f"{task}: attention entropy "
-                        "vs eval length (mean over layers)", "eval length (dotted: train length)", "entropy (nats)",
-                        train_lens, logy=False), out, name, made)
+                        "vs eval length (mean over layers)", label("eval_len", log=True) + "; dotted: train length",
+                        label("attn_entropy"), train_lens, logy=False, groups=groups, reference=ref), out, name, made)
         md += table(ent, "Attention entropy (nats, mean over layers)") + [f"![attention entropy]({name})\n"]
     return md
 
@@ -110,7 +138,7 @@ def decode(tdf):
     return md
 
 
-def section(tdf, out, made, task, train_lens):
+def section(tdf, out, made, task, train_lens, reference=None):
     """The long-context parts of a task's section, in reading order."""
-    return (nll_by_pos(tdf, out, made, task) + effective_length(tdf, out, made, task) + ruler(tdf)
-            + attention(tdf, out, made, task, train_lens) + decode(tdf))
+    return (nll_by_pos(tdf, out, made, task, reference) + effective_length(tdf, out, made, task) + ruler(tdf)
+            + attention(tdf, out, made, task, train_lens, reference) + decode(tdf))

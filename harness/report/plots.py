@@ -1,43 +1,46 @@
-"""The report's figures. Every curve is a mean over seeds with its 95% t band (lo..hi from stats.summarize:
-columns variant, <x>, n, mean, lo, hi, half); with one seed lo/hi are NaN and no band is drawn.
+"""The report's figures: the shared pieces (save, band, grid of panels, point labels) and the curve and bar
+figures. Every curve is a mean over seeds with its 95% t band (lo..hi from stats.summarize: columns variant, <x>,
+n, mean, lo, hi, half); with one seed lo/hi are NaN and no band is drawn.
 
-Each figure is built by a `fig_*` function that returns the Figure (tests inspect its artists) and saved
-by `save`. Up to 30 variants stay distinct: 10 colours x 3 line styles/markers."""
+Each figure is built by a `fig_*` function that returns the Figure (tests inspect its artists) and saved by
+`save`. Curves are split into panels of at most families.CAP, grouped by encoding family (harness.report.families);
+harness.report.style gives every curve of a figure its own colour x line style x marker."""
 import math
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.collections  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
-STYLES, MARKERS = ("-", "--", ":"), ("o", "s", "^")
+from harness.report import families  # noqa: E402
+from harness.report.style import legend, style, styles  # noqa: E402,F401 - legend, style: the figures share them
+
 BAND_ALPHA = 0.14
 
 
-def style(i):
-    """(colour, line style, marker) of the i-th curve."""
-    return plt.get_cmap("tab10")(i % 10), STYLES[i // 10 % 3], MARKERS[i // 10 % 3]
-
-
 def save(fig, out, name, made, tight=True):
-    """Write out/name; bbox 'tight' keeps a legend placed outside the axes in the picture."""
-    if tight:
+    """Write out/name; bbox 'tight' keeps everything drawn (legends, notes) in the picture."""
+    if tight and fig.get_layout_engine() is None:
         fig.tight_layout()
     fig.savefig(Path(out) / name, dpi=110, bbox_inches="tight" if tight else None)
     plt.close(fig)
     made.append(name)
 
 
+def plain_log(axis):
+    """A log axis (ax.xaxis / ax.yaxis) whose tick labels read 20, 30, not 2×10¹."""
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    axis.set_minor_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.5, 2, 3, 4, 5, 6, 7, 8, 9)))
+    axis.set_major_formatter(plain)
+    axis.set_minor_formatter(plain)
+
+
 def _plain_log_y(ax):
-    plain = matplotlib.ticker.FuncFormatter(lambda y, _: f"{y:g}")
     ax.set_yscale("log")
-    ax.yaxis.set_minor_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.5, 2, 3, 4, 5, 6, 7, 8, 9)))
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)
+    plain_log(ax.yaxis)
     ax.tick_params(axis="y", which="minor", labelsize=7)
 
 
@@ -52,6 +55,19 @@ def band(ax, x, lo, hi, color, logy=False):
     return ax.fill_between(x, lo, hi, where=ok, color=color, alpha=BAND_ALPHA, lw=0, interpolate=False)
 
 
+def twins(pt):
+    """{row: the earlier row it equals at every x} of a (label x x) table: curves drawn exactly over another."""
+    out, seen = {}, []
+    for name, r in pt.iterrows():
+        v = r.to_numpy(dtype=float)
+        same = next((o for o, w in seen if np.array_equal(np.isnan(v), np.isnan(w))
+                     and np.allclose(v[~np.isnan(v)], w[~np.isnan(w)], rtol=1e-9, atol=0)), None)
+        if same is not None:
+            out[name] = same
+        seen.append((name, v))
+    return out
+
+
 def n_text(s):
     """'n = 3 seeds' (or a range) for a figure's caption, from a summarize frame."""
     ns = s.n[s.n > 0]
@@ -62,29 +78,65 @@ def n_text(s):
     return seeds + (" seeds; band: 95% t interval" if hi >= 2 else " seed: no interval")
 
 
-def fig_curves(s, x, title, xlabel, ylabel, vlines=(), logy=True, logx=True, panels=None):
-    """One line per variant (mean over seeds) with its CI band vs x; legend ordered by the right end.
-    A `panel` column in s (e.g. the budget) gives one panel per value (in the order `panels`, default
-    sorted), shared axes, one colour per variant."""
+def grid(n_groups, cols=(None,), w=4.8, h=3.5, sharey=True):
+    """(Figure, {(group index, column key): Axes}): a panel per (group, column key). Without column keys the
+    groups wrap three a row; with keys a group's panels sit side by side, groups wrapped to about four panels
+    a row. Panels of one column key share x, all share y (sharey); unused cells are hidden."""
+    cols = list(cols)
+    per_row = min(n_groups, 3 if cols == [None] else max(1, 4 // len(cols)))
+    nrow, ncol = math.ceil(n_groups / per_row), per_row * len(cols)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(w * ncol + 0.6, h * nrow + 1.0), squeeze=False, sharey=sharey,
+                             layout="constrained")
+    cells, first = {}, {}
+    for gi in range(n_groups):
+        for ci, col in enumerate(cols):
+            ax = axes[gi // per_row, (gi % per_row) * len(cols) + ci]
+            if col in first:
+                ax.sharex(first[col])
+            first.setdefault(col, ax)
+            cells[(gi, col)] = ax
+    used = set(map(id, cells.values()))
+    for ax in axes.flat:
+        if id(ax) not in used:
+            ax.set_visible(False)
+    return fig, cells
+
+
+def right_end_order(sp, x, members):
+    """members ordered by their last mean along x, highest first (the legend's order); unmeasured last."""
+    last = sp.dropna(subset=["mean"]).sort_values(x).groupby("variant")["mean"].last()
+    last = last[last.index.isin(members)]
+    return list(last.sort_values(ascending=False).index) + sorted(set(members) - set(last.index))
+
+
+def fig_curves(s, x, title, xlabel, ylabel, vlines=(), logy=True, logx=True, panels=None, groups=None,
+               reference=None):
+    """One line per variant (mean over seeds) with its CI band vs x. groups: [(title, [variants])] from
+    families.panels (default: every variant, split into panels of families.CAP); `reference` is drawn in black
+    in every panel it is listed in. A `panel` column in s (e.g. the budget) adds one panel per value and group
+    (in the order `panels`, default sorted), shared axes, one style per variant."""
     s = s.sort_values(x)
     if "panel" in s:
-        panels = [p for p in (panels or sorted(s["panel"].unique())) if p in set(s["panel"])]
+        cols = [p for p in (panels or sorted(s["panel"].unique())) if p in set(s["panel"])]
     else:
-        panels = [None]
-    first = s if panels == [None] else s[s["panel"] == panels[-1]]
-    last = first.dropna(subset=["mean"]).groupby("variant")["mean"].last()
-    order = list(last.sort_values(ascending=False).index) + sorted(set(s.variant) - set(last.index))
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.0 + 7.0 * len(panels) ** 0.8, 5.8), sharey=True,
-                             squeeze=False)
-    for ax, p in zip(axes[0], panels):
-        sp = s if p is None else s[s["panel"] == p]
-        for i, v in enumerate(order):
+        cols = [None]
+    groups = groups or families.panels({v: "" for v in s.variant.unique()}, reference)
+    look = styles(groups, reference)
+    fig, cells = grid(len(groups), cols)
+    for (gi, col), ax in cells.items():
+        name, members = groups[gi]
+        sp = s if col is None else s[s["panel"] == col]
+        order = [v for v in right_end_order(sp, x, members) if (sp.variant == v).any()]
+        same = twins(sp.pivot_table(index="variant", columns=x, values="mean", dropna=False).reindex(order))
+        for v in order:
             g = sp[sp.variant == v]
-            if g.empty:
-                continue
-            c, ls, m = style(i)
+            c, ls, m = look[v]
             xs = g[x].astype(float).to_numpy()
-            ax.plot(xs, g["mean"].to_numpy(dtype=float), marker=m, ms=4, label=v, color=c, ls=ls, lw=1.4)
+            ref, twin = v == reference, same.get(v)
+            # the reference under the others (a curve on it stays visible); a twin: open markers over its twin
+            ax.plot(xs, g["mean"].to_numpy(dtype=float), marker=m, ms=7 if ref or twin else 4.5, ls=ls, color=c,
+                    lw=2.0 if ref else 1.5, mfc="none" if twin else c, zorder=1.9 if ref else 2,
+                    label=v + (" (reference)" if ref else "") + (f" (identical to {twin})" if twin else ""))
             band(ax, xs, g["lo"], g["hi"], c, logy)
         for L in vlines:
             ax.axvline(float(L), color="grey", ls=":", lw=1.2)
@@ -92,34 +144,46 @@ def fig_curves(s, x, title, xlabel, ylabel, vlines=(), logy=True, logx=True, pan
             ticks = sorted({int(v) for v in sp[x].dropna()})
             ax.set_xscale("log", base=2)
             ax.set_xticks(ticks, [str(t) for t in ticks])
+            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         if logy:
             _plain_log_y(ax)
-        ax.set(xlabel=xlabel, title=str(p) if p is not None else "")
+        ax.set_title(" · ".join(str(t) for t in (name, col) if t), fontsize=10)
         ax.grid(alpha=0.3, which="both")
-    axes[0, 0].set_ylabel(ylabel)
-    fig.suptitle(f"{title}\n({n_text(s)})", fontsize=11)
-    handles = {h.get_label(): h for ax in axes[0] for h in ax.get_legend_handles_labels()[0]}
-    axes[0, -1].legend([handles[v] for v in order if v in handles], [v for v in order if v in handles],
-                       fontsize=7, ncol=1 if len(order) <= 24 else 2, loc="upper left", bbox_to_anchor=(1.01, 1),
-                       title="variant (top: highest at right end" + (f" of {panels[-1]})" if len(panels) > 1
-                                                                    else ")"), title_fontsize=7)
+        if ax.get_lines():
+            legend(ax)
+    fig.supxlabel(xlabel, fontsize=10)
+    fig.supylabel(ylabel, fontsize=10)
+    fig.suptitle(f"{title}\n({n_text(s)}; each legend: highest at the right end first)", fontsize=11)
     return fig
 
 
-def fig_bars(s, title, xlabel):
-    """Horizontal bars of the mean per variant with 95% CI error bars; s: summarize frame by variant."""
+def _amount(v):
+    return f"{v:,.0f}" if abs(v) >= 1e3 else f"{v:.3g}"
+
+
+def fig_bars(s, title, xlabel, censored=(), note=""):
+    """Horizontal bars of the mean per variant with 95% CI error bars; s: summarize frame by variant.
+    censored: variants whose value is only a lower bound (every seed reached the longest length measured):
+    labelled `≥`, marked by a ▶ at the bar's end and explained by `note` under the axis."""
     s = s.dropna(subset=["mean"]).sort_values("mean")
-    fig, ax = plt.subplots(figsize=(8, 0.3 * len(s) + 1.6))
+    fig, ax = plt.subplots(figsize=(8, 0.3 * len(s) + 1.8))
     xerr = s["half"].where(s["n"] >= 2).fillna(0).to_numpy()
     ax.barh(s.variant, s["mean"], xerr=xerr, color="tab:blue", ecolor="k", capsize=2)
+    cens = [y for y, v in enumerate(s.variant) if v in set(censored)]
     for y, (v, e) in enumerate(zip(s["mean"], xerr)):
-        ax.text(v + e, y, f" {v:,.0f}" if abs(v) >= 1e4 else f" {v:.3g}", va="center", fontsize=7)
-    ax.set(title=f"{title}\n({n_text(s).replace('band', 'error bar')})", xlabel=xlabel)
+        ax.annotate(("≥ " if y in cens else "") + _amount(v), (v + e, y), xytext=(8 if y in cens else 3, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    if cens:
+        ax.plot(s["mean"].to_numpy(float)[cens], cens, ">", color="tab:red", ms=7, ls="none",
+                label="≥: a lower bound (censored)")  # explained by `note`, under the axis
+        ax.set_xlim(right=ax.get_xlim()[1] * 1.08)
+    ax.set(title=f"{title}\n({n_text(s).replace('band', 'error bar')})",
+           xlabel=xlabel + (f"\n{note}" if cens and note else ""))
     ax.grid(alpha=0.3, axis="x")
     return fig
 
 
-def label_points(ax, xs, ys, labels, fontsize=7):
+def label_points(ax, xs, ys, labels, fontsize=8):
     """Annotate points with labels that do not overlap: each label takes the first of a few offsets
     around its point whose box (estimated from the text length) is free of the boxes already placed."""
     ax.autoscale_view()
@@ -138,86 +202,3 @@ def label_points(ax, xs, ys, labels, fontsize=7):
         best = min(cands, key=lambda o: (overlap(o) > 0, overlap(o), cands.index(o)))
         placed.append((px + best[0], py + best[1], px + best[0] + w, py + best[1] + h))
         ax.annotate(text, (x, y), xytext=best, textcoords="offset points", fontsize=fontsize)
-
-
-def fig_cost(q, costs, qlabel, logy=True):
-    """Quality against cost, one panel per cost: points are variants, error bars the 95% CIs both ways.
-    q: summarize frame by variant (quality); costs: [(xlabel, summarize frame by variant)]."""
-    fig, axes = plt.subplots(1, len(costs), figsize=(6.5 * len(costs), 5.2), squeeze=False)
-    for ax, (xlabel, c) in zip(axes[0], costs):
-        m = q.merge(c, on="variant", suffixes=("_q", "_c")).dropna(subset=["mean_q", "mean_c"])
-        for i, r in enumerate(m.itertuples()):
-            col = style(i)[0]
-            xerr = r.half_c if r.n_c >= 2 and math.isfinite(r.half_c) else 0
-            yerr = r.half_q if r.n_q >= 2 and math.isfinite(r.half_q) else 0
-            ax.errorbar(r.mean_c, r.mean_q, xerr=xerr, yerr=yerr, fmt="o", ms=5, color=col, capsize=2, lw=1)
-        if logy:
-            _plain_log_y(ax)
-        ax.set(xlabel=xlabel, ylabel=qlabel)
-        ax.grid(alpha=0.3, which="both")
-        label_points(ax, m.mean_c.to_numpy(float), m.mean_q.to_numpy(float), list(m.variant))
-    fig.suptitle(f"quality against cost ({n_text(q).replace('band', 'error bars')})", fontsize=10)
-    return fig
-
-
-def fig_training(s, ylabel="train loss (nats/byte)"):
-    """Small multiples: one panel per variant (mean over seeds + band) on shared axes; every other
-    variant's mean in light grey behind it for context. s: summarize frame by (variant, step)."""
-    curves = {v: g.sort_values("step") for v, g in s.groupby("variant")}
-    vs = sorted(curves)
-    ncol = min(4, len(vs))
-    nrow = math.ceil(len(vs) / ncol)
-    w, h = 3.3 * ncol, 2.3 * nrow + 0.9
-    fig, axes = plt.subplots(nrow, ncol, figsize=(w, h), sharex=True, sharey=True, squeeze=False)
-    # fixed margins (inches -> fractions): tight_layout over 16 shared panels costs seconds
-    fig.subplots_adjust(left=0.75 / w, right=1 - 0.15 / w, bottom=0.55 / h, top=1 - 0.6 / h, wspace=0.08,
-                        hspace=0.35)
-    late = s[s.step >= 0.1 * s.step.max()]  # the first steps (loss ~ log 256) would flatten everything else
-    vals = late[["mean", "lo", "hi"]].to_numpy(dtype=float)
-    top, bottom = (np.nanmax(vals), np.nanmin(vals)) if np.isfinite(vals).any() else (math.nan, math.nan)
-    segs = {v: np.column_stack([g.step.to_numpy(dtype=float), g["mean"].to_numpy(dtype=float)])
-            for v, g in curves.items()}
-    for ax, v in zip(axes.flat, vs):
-        ax.add_collection(matplotlib.collections.LineCollection([segs[w] for w in vs if w != v], colors="0.82",
-                                                                linewidths=0.7))
-        g = curves[v]
-        ax.plot(g.step, g["mean"], color="tab:blue", lw=1.4)
-        band(ax, g.step, g["lo"], g["hi"], "tab:blue")
-        ax.set_title(v, fontsize=9)
-        ax.grid(alpha=0.3)
-    for ax in axes.flat[len(vs):]:
-        ax.axis("off")
-    if math.isfinite(top):
-        pad = 0.05 * (top - bottom) or 0.05
-        axes[0, 0].set_ylim(bottom - pad, top + pad)
-    for ax in axes[:, 0]:
-        ax.set_ylabel(ylabel, fontsize=8)
-    for ax in axes[-1, :]:
-        ax.set_xlabel("step", fontsize=8)
-    fig.suptitle(f"training loss per variant, grey: the other variants ({n_text(s)}; the first 10% of steps "
-                 f"run off the top)", fontsize=10)
-    return fig
-
-
-def fig_passkey(s):
-    """One heatmap per variant: depth x length, mean accuracy over seeds (± half when n >= 2) in each cell.
-    s: summarize frame by (variant, protocol, eval_len)."""
-    vs = sorted(s.variant.unique())
-    fig, axes = plt.subplots(1, len(vs), figsize=(3.4 * len(vs) + 1, 3.8), squeeze=False, layout="constrained")
-    im = None
-    for i, (ax, v) in enumerate(zip(axes[0], vs)):
-        g = s[s.variant == v]
-        mean = g.pivot(index="protocol", columns="eval_len", values="mean")
-        half = g.pivot(index="protocol", columns="eval_len", values="half").reindex_like(mean)
-        rows = sorted(mean.index, key=lambda p: float(p.split("=")[1]))
-        mean, half = mean.loc[rows], half.loc[rows]
-        im = ax.imshow(mean.to_numpy(dtype=float), vmin=0, vmax=1, cmap="viridis", aspect="auto")
-        for (r, c), val in np.ndenumerate(mean.to_numpy(dtype=float)):
-            h = half.to_numpy(dtype=float)[r, c]
-            text = f"{val:.2f}" + (f"\n±{h:.2f}" if math.isfinite(h) else "")
-            ax.text(c, r, text, ha="center", va="center", fontsize=6, color="w" if val < 0.6 else "k")
-        ax.set_xticks(range(len(mean.columns)), [str(c) for c in mean.columns], fontsize=7, rotation=45)
-        ax.set_yticks(range(len(rows)), [p.split("=")[1] for p in rows], fontsize=7)
-        ax.set(title=v, xlabel="length", ylabel="key depth" if i == 0 else "")
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label=f"passkey accuracy ({n_text(s).split(';')[0]})")
-    return fig

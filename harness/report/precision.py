@@ -12,11 +12,13 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pandas as pd
 import yaml
 
 from harness import results, stats
+from harness.report import families
+from harness.report.plots import grid, legend, save, twins
+from harness.report.style import distinct, label, styles
 from harness.measure.precision import precision_report_rows, safe_length
 from harness.measure.precision_bias import bias_encodings
 from harness.measure.precision_layers import members
@@ -62,51 +64,52 @@ def _meta(df):
     return df["params"].map(json.loads)
 
 
-def _loglog(pt, title, xlabel, ylabel, out, name, made):
-    """One line per row of pt (label x x), log-log."""
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for i, (label, r) in enumerate(pt.iterrows()):
-        r = r.dropna()
-        ax.plot(r.index.astype(float), r.values.clip(min=1e-12), marker="o", ms=3, label=label,
-                color=plt.get_cmap("tab10")(i % 10), ls=("-", "--", ":")[i // 10 % 3])
-    ax.set(xscale="log", yscale="log", title=title, xlabel=xlabel, ylabel=ylabel)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    ax.grid(alpha=0.3, which="both")
-    fig.tight_layout()
-    fig.savefig(Path(out) / name, dpi=110)
-    plt.close(fig)
-    made.append(name)
-
-
-def _kl_panels(s, title):
-    """One log-log panel per (low dtype, mode): one line per variant (mean KL over seeds vs window end),
-    the same colour for a variant in every panel, one complete legend outside; dashed: the safe bound.
-    s: summarize frame by (variant, dtype, protocol, eval_len)."""
-    panels = sorted(s[["dtype", "protocol"]].drop_duplicates().itertuples(index=False, name=None))
-    vs = sorted(s.variant.unique())
-    ncol = min(2, len(panels))
-    nrow = -(-len(panels) // ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(5.6 * ncol + 2.4, 3.6 * nrow + 0.6), sharex=True, sharey=True,
-                             squeeze=False)
-    for ax, (dtype, mode) in zip(axes.flat, panels):
-        for i, v in enumerate(vs):
-            g = s[(s.variant == v) & (s.dtype == dtype) & (s.protocol == mode)].sort_values("eval_len")
-            ax.plot(g.eval_len.astype(float), g["mean"].clip(lower=1e-12), marker="o", ms=3, lw=1.2, label=v,
-                    color=plt.get_cmap("tab10")(i % 10), ls=("-", "--", ":")[i // 10 % 3])
-        ax.axhline(KL_SAFE, color="k", ls="--", lw=0.8)
-        ax.set(xscale="log", yscale="log", title=f"{dtype} {mode}")
+def fig_loglog(pt, title, xlabel, ylabel):
+    """One line per row of pt (label x x), log-log, at most families.CAP a panel, each in its own colour, line style
+    and marker; a row equal to an earlier one is drawn with larger open markers over it and says so in the legend."""
+    groups = families.panels({str(i): "" for i in pt.index})
+    same = twins(pt)
+    fig, cells = grid(len(groups), w=7.0, h=4.6)
+    for (gi, _), ax in cells.items():
+        for name in groups[gi][1]:
+            r = pt.loc[name].dropna()
+            c, ls, m = distinct(list(pt.index).index(name))
+            twin = same.get(name)
+            ax.plot(r.index.astype(float), r.values.clip(min=1e-12), ls=ls, marker=m, color=c, ms=9 if twin else 5,
+                    mfc="none" if twin else c, lw=1.4, zorder=3 if twin else 2,
+                    label=f"{name} (identical to {twin})" if twin else name)
+        ax.set(xscale="log", yscale="log", title=groups[gi][0])
         ax.grid(alpha=0.3, which="both")
-    for ax in axes.flat[len(panels):]:
-        ax.axis("off")
-    for ax in axes[-1, :]:
-        ax.set_xlabel("position (window end)")
-    for ax in axes[:, 0]:
-        ax.set_ylabel("KL (nats)")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
-               title=f"encoding (dashed: {KL_SAFE:g})", title_fontsize=8)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+        legend(ax)
+    fig.supxlabel(label(xlabel, log=True), fontsize=10)
+    fig.supylabel(label(ylabel, log=True), fontsize=10)
+    fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def _kl_panels(s, title, groups=None, reference=None):
+    """Log-log panels per (family group, low dtype and mode): one line per variant (mean KL over seeds vs window
+    end), the same style for a variant in every panel; dashed: the safe bound. s: summarize frame by (variant,
+    dtype, protocol, eval_len); groups: [(title, [variants])] (families.panels)."""
+    cols = sorted(s[["dtype", "protocol"]].drop_duplicates().itertuples(index=False, name=None))
+    groups = groups or families.panels({v: "" for v in s.variant.unique()}, reference)
+    look = styles(groups, reference)
+    fig, cells = grid(len(groups), cols, w=4.4, h=3.3)
+    for (gi, (dtype, mode)), ax in cells.items():
+        name, members = groups[gi]
+        for v in members:
+            g = s[(s.variant == v) & (s.dtype == dtype) & (s.protocol == mode)].sort_values("eval_len")
+            c, ls, m = look[v]
+            ax.plot(g.eval_len.astype(float), g["mean"].clip(lower=1e-12), marker=m, ms=4, lw=1.3, color=c, ls=ls,
+                    label=f"{v} (reference)" if v == reference else v)
+        ax.axhline(KL_SAFE, color="k", ls="--", lw=0.8)
+        ax.set(xscale="log", yscale="log", title=" · ".join(t for t in (name, f"{dtype} {mode}") if t))
+        ax.grid(alpha=0.3, which="both")
+        if (dtype, mode) == cols[0]:
+            legend(ax, loc="upper left")
+    fig.supxlabel("position (end of a log window of positions, tokens), log scale", fontsize=10)
+    fig.supylabel(f"{label('kl_fp32')}, log scale; dashed: {KL_SAFE:g}", fontsize=10)
+    fig.suptitle(title, fontsize=11)
     return fig
 
 
@@ -115,7 +118,8 @@ def _kernel_plots(k, out, made, md):
     meta = _meta(rope)
     unit_d1 = meta.map(lambda m: m.get("key") == "unit" and m.get("distance") == 1)
     for metric, sel, title, xlabel, name in (
-            ("phase_err_rad", None, "RoPE phase error vs position (max per window)", "position", "precision_phase.png"),
+            ("phase_err_rad", None, "RoPE phase error vs position (max per window; pipelines against fp64)",
+             "position", "precision_phase.png"),
             ("logit_err", None, "attention-logit error vs relative distance (offset 0)", "distance",
              "precision_logit.png"),
             ("shift_variance", unit_d1, "shift variance: std of one logit (distance 1) over offsets < x",
@@ -124,8 +128,10 @@ def _kernel_plots(k, out, made, md):
         if d.empty:
             continue
         pt = d.pivot_table(index="protocol", columns="eval_len", values="value", aggfunc="max")
-        _loglog(pt, title, xlabel, metric, out, name, made)
+        save(fig_loglog(pt, title, xlabel, metric), out, name, made)
         md.append(f"![{metric}]({name})\n")
+        md += [f"`{a}` is identical to `{b}` at every {xlabel} here (drawn with open markers over it).\n"
+               for a, b in twins(pt).items()]
 
 
 def _safe_table(k, md_table):
@@ -144,7 +150,7 @@ def _safe_table(k, md_table):
     return md_table(pt, "{}")
 
 
-def section(df, paths, out, made, md_table, kernel_max_len=MAX_LEN):
+def section(df, paths, out, made, md_table, kernel_max_len=MAX_LEN, reference=None):
     """Markdown lines (and plots) of the precision section; [] when no run has model-level rows."""
     model = df[df.metric.isin(["ppl_gap", "kl_fp32", "anchor_d", "anchor_d_logit"])].copy()
     if model.empty:
@@ -163,11 +169,10 @@ def section(df, paths, out, made, md_table, kernel_max_len=MAX_LEN):
         L = json.loads(kl.params.iloc[0])["seq_len"]
         low = kl[kl.dtype != "fp32"]
         s = stats.summarize(low, ["variant", "dtype", "protocol", "eval_len"])  # mean over seeds per window
-        fig = _kl_panels(s, f"model: mean next-token KL(fp32 || low) vs position (sequence length {L}; "
-                            f"{_n(s)}, mean over seeds)")
-        fig.savefig(Path(out) / "precision_model_kl.png", dpi=110, bbox_inches="tight")  # legend outside
-        plt.close(fig)
-        made.append("precision_model_kl.png")
+        groups, ref = families.of_rows(low, reference)
+        fig = _kl_panels(s, f"model: mean next-token KL(fp32 ‖ low precision) vs position (sequence length {L}; "
+                            f"{_n(s)}, mean over seeds)", groups, ref)
+        save(fig, out, "precision_model_kl.png", made)
         md += [f"### Model level: safe up to position L (mean KL against fp32 <= {KL_SAFE:g} nats; at most {L})\n",
                f"{_n(s)}. L: every window up to L has its mean KL over seeds within the bound; in brackets, "
                f"where it differs, the L of the upper end of the 95% t interval (safe with confidence).\n",
