@@ -81,12 +81,8 @@ def cycle(graph):
     return None
 
 
-# Imports between test modules that other changes in flight are moving out; delete an entry once it is gone.
-IN_FLIGHT = {"test_report_flex imports test_report"}
-
-
 def test_no_test_module_imports_another():
-    assert [i for i in cross_test_imports(TESTS) if i not in IN_FLIGHT] == [], (
+    assert cross_test_imports(TESTS) == [], (
         "a test module imports another: move what it shares into tests/conftest.py (fixtures) or a module not "
         "named test_*.py (constants, functions)")
 
