@@ -4,7 +4,7 @@
 case is clean. Clean = the exit code wanted; no traceback on stderr or stdout; the message matches (bad input:
 stderr is exactly that one line); no rows file that read before the case fails to read after it; the rows
 count the case expects; nothing under the case's folder changed where it must not; the case's own checks.
-The cases and their expectations are in tests/fault_cases.py."""
+The cases and their expectations are in tests/fault_cases.py (and tests/fault_cases_*.py; kit: tests/fault_kit.py)."""
 import argparse
 import concurrent.futures
 import dataclasses
