@@ -8,12 +8,12 @@ t(encoding) / t(nope) - 1. Runs anywhere the model runs; the GPU figure is the o
   python -m harness.measure.overhead --device cuda --layers 8 --d-model 1024 --heads 16 --seq-len 2048 --batch 8
 """
 import argparse
+from types import SimpleNamespace
 
 import torch
 
 from harness import encodings, train
 from harness.measure import timing
-from harness.config import TrainConfig
 from harness.model import Transformer
 
 # (label, encoding name, params): rope with the model's default impl (auto -> fused kernel) and with
@@ -26,7 +26,7 @@ def step_fn(name, params, a, device):
     torch.manual_seed(0)
     enc = encodings.build(name, d_model=a.d_model, n_heads=a.heads, head_dim=a.d_model // a.heads, **params)
     model = Transformer(encoding=enc, n_layers=a.layers, d_model=a.d_model, n_heads=a.heads).to(device)
-    cfg = TrainConfig(lr=3e-4, weight_decay=0.1, grad_clip=1.0)
+    cfg = SimpleNamespace(lr=3e-4, weight_decay=0.1, grad_clip=1.0)  # what train.optimizer and train.step read
     opt = train.optimizer(model, cfg)
     x = torch.randint(0, 256, (a.batch, a.seq_len), generator=torch.Generator().manual_seed(0))
     batch = (x, torch.roll(x, -1, 1), None, None)
