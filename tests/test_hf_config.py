@@ -282,7 +282,38 @@ BAD_FROM_HF = [
     ({"rope_theta": 1e4}, r"config needs head_dim, or hidden_size and num_attention_heads"),
     ({**DIMS, "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 8, "long_factor": [1.0] * 8}},
      r"longrope short_factor needs 16 entries"),
-    ({**DIMS, "rope_scaling": {"type": "linear", "factor": 0.5}}, r"factor must be >= 1"),
+    ({**DIMS, "rope_scaling": {"type": "linear", "factor": 0.5}}, r"rope_scaling\.factor must be a finite number >= 1"),
+    # every value is checked before use: type, finiteness, sign, naming the key (nested ones by their path)
+    ([1, 2], r"^an HF config.json holds a JSON object; got \[1, 2\] \(a list\)$"),
+    ({**DIMS, "rope_theta": float("nan")}, r"^rope_theta must be a finite number > 0, got nan \(a number\)$"),
+    ({**DIMS, "rope_theta": float("inf")}, r"^rope_theta must be a finite number > 0, got inf"),
+    ({**DIMS, "rope_theta": -1e4}, r"^rope_theta must be a finite number > 0, got -10000.0"),
+    ({**DIMS, "rope_theta": "1e4"}, r"^rope_theta must be a finite number > 0, got '1e4' \(a string\)$"),
+    ({**DIMS, "rope_theta": True}, r"^rope_theta must be a finite number > 0, got True \(a boolean\)$"),
+    ({**DIMS, "rope_scaling": {"type": "linear", "factor": "abc"}},
+     r"^rope_scaling\.factor must be a finite number >= 1, got 'abc' \(a string\)$"),
+    ({**DIMS, "rope_scaling": {"type": "linear", "factor": float("nan")}}, r"^rope_scaling\.factor must be"),
+    ({**DIMS, "rope_scaling": "linear"}, r"^rope_scaling must be a JSON object, got 'linear' \(a string\)$"),
+    ({**DIMS, "rope_scaling": {"type": ["linear"], "factor": 2.0}}, r"^rope_scaling\.type must be a string"),
+    ({**DIMS, "rope_scaling": {"type": "longrope", "short_factor": [1.0] * 15 + ["x"], "long_factor": [1.0] * 16}},
+     r"^rope_scaling\.short_factor must be a non-empty list of finite numbers > 0"),
+    ({**DIMS, "rope_scaling": {"type": "yarn", "factor": 2.0, "original_max_position_embeddings": 64.5}},
+     r"^rope_scaling\.original_max_position_embeddings must be a positive integer, got 64.5"),
+    ({**DIMS, "rope_scaling": {"type": "yarn", "factor": 2.0, "beta_fast": 0}}, r"^rope_scaling\.beta_fast must be"),
+    ({**DIMS, "rope_scaling": {"type": "yarn", "factor": 2.0, "truncate": "no"}},
+     r"^rope_scaling\.truncate must be true or false, got 'no'"),
+    ({**DIMS, "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": "8"}, "sliding_attention": {}}},
+     r"^rope_parameters\.full_attention\.factor must be a finite number >= 1, got '8'"),
+    ({**DIMS, "rope_parameters": {"full_attention": {"rope_type": "default"}, "sliding_attention": 10000.0}},
+     r"^rope_parameters is per layer type, so rope_parameters\.sliding_attention must be a JSON object"),
+    ({**DIMS, "head_dim": -64}, r"^head_dim must be a positive integer, got -64"),
+    ({**DIMS, "head_dim": 64.0}, r"^head_dim must be a positive integer, got 64.0 \(a number\)"),
+    ({**DIMS, "max_position_embeddings": "4k"}, r"^max_position_embeddings must be a positive integer"),
+    ({**DIMS, "partial_rotary_factor": 1.5}, r"^partial_rotary_factor must be a finite number in \(0, 1\]"),
+    ({**DIMS, "rope_interleave": "yes"}, r"^rope_interleave must be true or false"),
+    ({**DIMS, "rope_scaling": {"type": "xpos", "factor": 2.0}},
+     r"unknown rope_type 'xpos'; expected one of \['default', 'linear', 'dynamic', 'yarn', 'longrope', 'llama3', "
+     r"'proportional'\]$"),
 ]
 
 
@@ -293,7 +324,24 @@ def test_bad_hf_config_is_one_line(config, message):
     assert "\n" not in str(info.value)
 
 
+def test_every_rope_key_has_a_checked_kind():
+    """A rope_type's keys (and any HF config key read) are all type-checked: a new key without a kind fails here."""
+    from harness.hf_config import COMMON_KEYS, ROPE_KEYS, _type_keys
+    taken = {k for t in HF_ROPE_TYPES for k in _type_keys(t)[0]} | set(COMMON_KEYS)
+    assert taken <= set(ROPE_KEYS), sorted(taken - set(ROPE_KEYS))
+
+
+def test_layer_type_on_a_flat_config_is_refused():
+    with pytest.raises(ValueError, match=r"^layer_type 'full_attention' given, but this config's rope parameters are "
+                                         r"not per layer type"):
+        rope_from_hf(LLAMA_31_8B, layer_type="full_attention")
+
+
 @pytest.mark.parametrize("params, message", [
+    ({"head_dim": 64, "base": float("nan")}, r"^base must be a finite number > 0, got nan"),
+    ({"head_dim": 64, "layout": "diagonal"}, r"^unknown layout 'diagonal'; expected one of \['half', 'interleaved'\]"),
+    ({"head_dim": 64, "rope_type": "linear", "scaling": {"factor": "2"}}, r"^scaling\.factor must be a finite number"),
+    ({"head_dim": 64, "scaling": [1]}, r"^scaling must be a JSON object"),
     ({"head_dim": 64, "rope_type": "ntk", "scaling": {"factor": 2.0}}, r"rope_type 'ntk' has no HF equivalent; HF's"),
     ({"head_dim": 64, "window": 8}, r"rope does not take \['window'\]; its parameters: \['head_dim'"),
     ({"base": 1e4}, r"rope_to_hf needs head_dim"),
@@ -359,3 +407,78 @@ def test_cli_from_run_writes_the_fragment_and_refuses_in_one_line(tmp_path, caps
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.startswith("harness.hf_config: error: ") and err.count("\n") == 1 and says in err
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"", r"not a readable JSON file \(it is empty\)$"),
+    (b"  \n", r"not a readable JSON file \(it is empty\)$"),
+    (b"\x7fELF\x02\x01\x01\x00\xff\xfe\x00", r"not a readable JSON file \(binary, not UTF-8 text\)$"),
+    (b'{"rope_theta": 1e4,', r"not a readable JSON file \(Expecting property name enclosed in double quotes at line 1"),
+    (b"[1, 2]", r"an HF config.json holds a JSON object, got \[1, 2\] \(a list\)$"),
+    (b'"config"', r"an HF config.json holds a JSON object, got 'config' \(a string\)$"),
+    (b"null", r"an HF config.json holds a JSON object, got None \(null\)$"),
+    (b'{"hidden_size": 64, "num_attention_heads": 2, "rope_theta": NaN}',
+     r"cfg\.json: rope_theta must be a finite number > 0, got nan \(a number\)$"),
+    (b'{"hidden_size": 64, "num_attention_heads": 2, "rope_theta": 1e4, "rope_scaling": {"type": "linear", '
+     b'"factor": "abc"}}', r"cfg\.json: rope_scaling\.factor must be a finite number >= 1, got 'abc' \(a string\)$"),
+    (b"[" * 100000, r"not a readable JSON file \((nested too deeply|.*)\)$"),
+])
+def test_cli_bad_files_are_one_line_naming_the_file(tmp_path, capsys, content, says):
+    import re
+
+    from harness.hf_config import main
+    (tmp_path / "cfg.json").write_bytes(content)
+    assert main([str(tmp_path / "cfg.json")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith(f"harness.hf_config: error: {tmp_path / 'cfg.json'}: ")
+    assert re.search(says, err.strip()), err
+
+
+def test_cli_directory_and_usage_errors_are_one_line(tmp_path, capsys):
+    from harness.hf_config import main
+    assert main([str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().endswith(f"{tmp_path}: not a readable JSON file (is a directory)")
+    for argv, says in ((["a.json", "b.json"], "unrecognized arguments: b.json"), (["--layer"], "expected one argument"),
+                       (["--nosuch"], "unrecognized arguments: --nosuch")):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and err.count("\n") == 1 and says in err, err
+
+
+@pytest.mark.parametrize("yaml_text, says", [
+    ("encoding: {name: rope\nmodel: [", r"config\.yaml: not a readable YAML file \(.* at line \d+\)$"),
+    ("- 1\n- 2\n", r"config\.yaml: a run config holds a mapping, got \[1, 2\] \(a list\)$"),
+    ("encoding: rope\nmodel: {d_model: 64, n_heads: 2}\n", r"config\.yaml: encoding must be a mapping, got 'rope'"),
+    ("encoding: {name: rope, base: .nan}\nmodel: {d_model: 64, n_heads: 2}\n",
+     r"config\.yaml: base must be a finite number > 0, got nan"),
+    ("encoding: {name: rope, base: abc}\nmodel: {d_model: 64, n_heads: 2}\n",
+     r"config\.yaml: base must be a finite number > 0, got 'abc' \(a string\)$"),
+    ("encoding: {name: rope}\nmodel: {n_heads: 2}\n", r"config\.yaml: model needs head_dim, or d_model and n_heads$"),
+    ("encoding: {name: rope}\nmodel: {d_model: 64, n_heads: 0}\n",
+     r"config\.yaml: model\.n_heads must be a positive integer, got 0"),
+    ("encoding: {name: rope, layout: diagonal}\nmodel: {d_model: 64, n_heads: 2}\n",
+     r"config\.yaml: unknown layout 'diagonal'"),
+    ("encoding: {name: alibi}\nmodel: {d_model: 64, n_heads: 2}\n", r"its encoding is not rope"),
+])
+def test_cli_from_run_bad_config_yaml_is_one_line(tmp_path, capsys, yaml_text, says):
+    import re
+
+    from harness.hf_config import main
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "config.yaml").write_text(yaml_text)
+    assert main(["--from-run", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and re.search(says, err.strip()), err
+    assert main(["--from-run", str(tmp_path), "--layer-type", "full_attention"]) == 2
+    assert "--layer-type reads an HF config.json" in capsys.readouterr().err
+
+
+def test_cli_layer_type_on_a_flat_config_names_the_file(tmp_path, capsys):
+    import json
+
+    from harness.hf_config import main
+    (tmp_path / "cfg.json").write_text(json.dumps(LLAMA_31_8B))
+    assert main([str(tmp_path / "cfg.json"), "--layer-type", "full_attention"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{tmp_path / 'cfg.json'}: layer_type 'full_attention' given" in err
