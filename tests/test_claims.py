@@ -194,6 +194,46 @@ def test_fast_claims_measure(tmp_path):
         assert ev.plot is None or (tmp_path / ev.plot).exists()
 
 
+@pytest.mark.parametrize("only, says", [
+    ({999}, r"^--only 999: no such claim; the claims are numbered 1 to 24$"),
+    ({0}, r"^--only 0: no such claim; the claims are numbered 1 to 24$"),
+    ({-3}, r"^--only -3: no such claim"),
+    (["abc"], r"^--only 'abc' is not a claim number; the claims are numbered 1 to 24$"),
+    (["3.0"], r"^--only '3.0' is not a claim number"),
+    ([True], r"^--only True is not a claim number"),
+    ([1, 25], r"^--only 25: no such claim"),
+])
+def test_unknown_claim_numbers_are_refused_before_any_work(tmp_path, only, says):
+    from harness.claims import select
+    with pytest.raises(ValueError, match=says):
+        select(only)
+    with pytest.raises(ValueError, match=says):
+        run(tmp_path / "no-sweeps", tmp_path / "out", only=only)
+    assert not (tmp_path / "out").exists()  # refused before any work
+
+
+def test_select_takes_ids_and_digit_strings():
+    from harness.claims import select
+    assert select(None) == select([]) == set()  # all
+    assert select(["3", 7, " 12"]) == {3, 7, 12}
+    assert len(CLAIMS) == 24 and sorted(c.id for c in CLAIMS) == list(range(1, 25))
+
+
+@pytest.mark.xfail(reason="--only is parsed in harness/claims/__main__.py (type=int, nargs='*', no try): it needs "
+                          "select() and one stderr line there; owned by another change", strict=False)
+@pytest.mark.parametrize("argv, says", [(["--only", "999"], "--only 999: no such claim"),
+                                        (["--only", "abc"], "--only 'abc' is not a claim number"),
+                                        (["--only"], "--only")])
+def test_cli_refuses_bad_only_in_one_line(tmp_path, argv, says):
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "harness.claims", "--sweeps", str(tmp_path / "s"), "--out",
+                        str(tmp_path / "out"), *argv], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith("harness.claims: error: ") and says in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_trained_claims_without_sweeps_are_inconclusive(tmp_path):
     rows, _ = run(tmp_path / "no-sweeps", tmp_path, only={3, 5, 6, 7, 8, 9, 15})
     assert [v for *_, v, _ in rows] == [I] * 7

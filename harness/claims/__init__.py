@@ -120,8 +120,31 @@ class Context:
     stale: set = dataclasses.field(default_factory=set)
 
 
+def _valid_ids():
+    ids = sorted(c.id for c in CLAIMS)
+    contiguous = ids == list(range(ids[0], ids[-1] + 1))
+    return ids, f"the claims are numbered {ids[0]} to {ids[-1]}" if contiguous else f"the claim numbers are {ids}"
+
+
+def select(only):
+    """The set of claim ids `only` names (ints or strings of digits, as --only gives them); empty or None: all.
+    Anything else is a ValueError in one line naming the valid numbers, before any work."""
+    ids, valid = _valid_ids()
+    chosen = set()
+    for x in only or ():
+        text = str(x).strip()
+        if isinstance(x, bool) or not (isinstance(x, int) or text.lstrip("+-").isdigit()):
+            raise ValueError(f"--only {x!r} is not a claim number; {valid}")
+        if int(text) not in ids:
+            raise ValueError(f"--only {int(text)}: no such claim; {valid}")
+        chosen.add(int(text))
+    return chosen
+
+
 def run(sweeps="results/sweeps", out="results/claims", only=None, threads=1):
-    """Measure and judge each claim (all, or the ids in `only`); returns [(Claim, Evidence, verdict, reason)]."""
+    """Measure and judge each claim (all, or the ids in `only`); returns [(Claim, Evidence, verdict, reason)].
+    An id in `only` that names no claim is a ValueError (one line, the valid numbers) before any work."""
+    only = select(only)
     if threads:
         torch.set_num_threads(threads)  # timings of claims 11-12 on one thread, as the kernel benchmarks
     ctx = Context(Path(sweeps), Path(out))
@@ -163,4 +186,4 @@ def header(ctx, wall_s):
             f"scale\" means these small models trained for seconds to minutes on CPU.{stale}")
 
 
-__all__ = ["CLAIMS", "Claim", "Context", "run", "write"]
+__all__ = ["CLAIMS", "Claim", "Context", "run", "select", "write"]
