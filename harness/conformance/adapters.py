@@ -12,6 +12,7 @@ Conventions of --apply (q, k are (B=1, H=1, P, D) tensors in the case's dtype un
   raising NotImplementedError marks a case it does not support (reported as skip).
 --frequencies: a mapping rope_type -> fn, HF's (config, device, seq_len) or ours (head_dim, base, seq_len, **p).
 """
+import copy
 import importlib
 import inspect
 
@@ -28,13 +29,43 @@ def resolve(spec, what):
     mod_name, attr = spec.split(":")
     try:
         obj = importlib.import_module(mod_name)
-    except Exception as e:  # an import error inside their package is theirs, said in one line
-        raise ValueError(f"{what} {spec!r}: cannot import {mod_name}: {type(e).__name__}: {e}") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # an import error inside their package is theirs, said in one line (sys.exit too)
+        raise ValueError(f"{what} {spec!r}: cannot import {mod_name}: {describe(e)}") from None
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise ValueError(f"{what} {spec!r}: {mod_name} has no attribute {attr!r}")
         obj = getattr(obj, part)
     return obj
+
+
+def describe(e):
+    """An exception from code under test in one line: its type and the first line of its message."""
+    if isinstance(e, SystemExit):
+        return f"SystemExit({e.code!r}): it tried to end the process"
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _same(a, b):
+    """a is b's value still (the snapshot b taken before the call): same type, shape, dtype and bits."""
+    if torch.is_tensor(b):
+        return (torch.is_tensor(a) and a.shape == b.shape and a.dtype == b.dtype
+                and bool(torch.equal(torch.view_as_real(a) if a.is_complex() else a,
+                                     torch.view_as_real(b) if b.is_complex() else b)))
+    return type(a) is type(b) and a == b
+
+
+def guarded(fn, named, mutated, **kw):
+    """fn(*values of named, **kw), recording in `mutated` the names of the arguments it changed in place
+    (a caller's q, k or cos/sin table changed behind its back: in a model, the next layer's input)."""
+    before = [(name, a, a.clone() if torch.is_tensor(a) else copy.deepcopy(a)) for name, a in named]
+    before += [(name, a, copy.deepcopy(a)) for name, a in kw.items()]
+    try:
+        return fn(*(a for _, a in named), **kw)
+    finally:
+        mutated += [name for name, a, b in before if not _same(a, b) and name not in mutated]
 
 
 def check_signature(fn, convention, spec):
@@ -61,21 +92,24 @@ def _split(x, r):
     return x[..., :r], x[..., r:]
 
 
-def call(fn, convention, q, k, cos, sin, positions, rope, layout):
-    """(q', k') from fn under the convention; cos, sin (P, R/2) fp64 of the case (unused by `positions`)."""
+def call(fn, convention, q, k, cos, sin, positions, rope, layout, mutated=None):
+    """(q', k') from fn under the convention; cos, sin (P, R/2) fp64 of the case (unused by `positions`).
+    `mutated` (a list) collects the names of the arguments fn changed in place."""
+    mutated = [] if mutated is None else mutated
     dtype, r = q.dtype, 2 * cos.shape[-1]
     if convention == "positions":
-        return fn(q, k, positions, rope=rope)
+        return guarded(fn, [("q", q), ("k", k), ("positions", positions)], mutated, rope=rope)
     if convention == "x_cos_sin":
         c, s = cos.to(dtype), sin.to(dtype)
-        return fn(q, c, s), fn(k, c, s)
+        return (guarded(fn, [("q", q), ("cos", c), ("sin", s)], mutated),
+                guarded(fn, [("k", k), ("cos", c), ("sin", s)], mutated))
     (qr, qp), (kr, kp) = _split(q, r), _split(k, r)
     if convention == "hf":
         c, s = _full_width(cos, layout).to(dtype)[None], _full_width(sin, layout).to(dtype)[None]  # (1, P, R)
-        q2, k2 = fn(qr, kr, c, s)
+        q2, k2 = guarded(fn, [("q", qr), ("k", kr), ("cos", c), ("sin", s)], mutated)
     else:  # complex: Meta's (B, T, H, D) layout and complex64 freqs_cis (precompute_freqs_cis holds fp32)
         cis = torch.complex(cos.float(), sin.float())
-        q2, k2 = fn(qr.transpose(1, 2), kr.transpose(1, 2), cis)
+        q2, k2 = guarded(fn, [("q", qr.transpose(1, 2)), ("k", kr.transpose(1, 2)), ("freqs_cis", cis)], mutated)
         q2, k2 = q2.transpose(1, 2), k2.transpose(1, 2)
     return torch.cat((q2, qp), -1), torch.cat((k2, kp), -1)
 
@@ -95,7 +129,7 @@ def frequencies(fn, case, rope):
     if first == "config":
         inv, att = fn(hf_config(rope), None, seq_len=case["seq_len"])
     else:
-        kw = dict(case["params"])
+        kw = copy.deepcopy(case["params"])  # its own lists: a provider that edits them cannot edit the case
         if case["partial_rotary_factor"] != 1.0:
             kw["partial_rotary_factor"] = case["partial_rotary_factor"]
         inv, att = fn(case["head_dim"], case["base"], case["seq_len"], **kw)

@@ -3,13 +3,27 @@
 A row: case, layout, check (`frequencies` or `rotation`), max_err (max |observed - oracle|, rotated q/k, or
 inv_freq / attention factor), tol (the bound at the worst element), ratio (max err/bound over elements and
 logits; pass <= 1), result (pass | FAIL | error | skip), bug (the matched class for a failure, bugs.py).
+
+The code under test gets its own copies of every input and is checked not to change them (MUTATES: a rotation
+that zeroes or rotates the caller's q in place fails even where its outputs are right); anything it raises,
+SystemExit included, is an `error` row (KeyboardInterrupt too where CATCH_INTERRUPT is set: the CLI's worker
+process, which no terminal Ctrl-C reaches). Time limits per case are the CLI's (harness/conformance/isolate.py).
 """
+import copy
 import math
 
 import torch
 
 from harness.conformance import adapters, bugs, golden
 from harness.conformance import tolerance as T
+
+MUTATES = "mutates its inputs"
+CATCH_INTERRUPT = False  # the CLI's worker sets it: there a KeyboardInterrupt can only come from the code under test
+
+
+def _theirs(e):
+    """True where e, raised by the code under test, is to become an `error` row (a user's Ctrl-C is not)."""
+    return not isinstance(e, KeyboardInterrupt) or CATCH_INTERRUPT
 
 
 def rope_dict(case):
@@ -53,8 +67,10 @@ def run_case(fn, convention, case, arrays, layout, dtype, freq_fn=None):
         except NotImplementedError as e:
             msgs.append(f"{cid}: skip: {e}")
             return [_row(case, "-", "frequencies", "skip", bug=str(e))], msgs
-        except Exception as e:
-            msgs.append(f"{cid}: frequencies raised {type(e).__name__}: {e}")
+        except BaseException as e:
+            if not _theirs(e):
+                raise
+            msgs.append(f"{cid}: frequencies raised {adapters.describe(e)}")
             return [_row(case, "-", "frequencies", "error", bug=type(e).__name__)], msgs
         rows.append(row)
         own = True
@@ -62,19 +78,24 @@ def run_case(fn, convention, case, arrays, layout, dtype, freq_fn=None):
     tdt = T.TORCH_DTYPES[dtype]
     phase = pos.double()[:, None] * use_inv[None, :]
     cos, sin = phase.cos() * use_att, phase.sin() * use_att  # (P, R/2) fp64 from the frequencies in use
+    mutated = []
     try:
-        with torch.no_grad():
-            out = adapters.call(fn, convention, q64.to(tdt)[None, None], k64.to(tdt)[None, None], cos, sin, pos,
-                                rope, layout)
+        with torch.no_grad():  # copies of everything: the golden arrays are never handed out
+            out = adapters.call(fn, convention, q64.to(tdt, copy=True)[None, None], k64.to(tdt, copy=True)[None, None],
+                                cos, sin, pos.clone(), copy.deepcopy(rope), layout, mutated)
         if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(torch.is_tensor(t) for t in out)):
             raise TypeError(f"returned {type(out).__name__}, expected two tensors (q', k')")
         qo, ko = (t.detach().reshape(q64.shape).double() for t in out)
     except NotImplementedError as e:
         msgs.append(f"{cid} [{layout}]: skip: {e}")
         return rows + [_row(case, layout, "rotation", "skip", bug=str(e))], msgs
-    except Exception as e:
-        msgs.append(f"{cid} [{layout}, {dtype}]: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    except BaseException as e:
+        if not _theirs(e):
+            raise
+        msgs.append(f"{cid} [{layout}, {dtype}]: {adapters.describe(e)}")
         return rows + [_row(case, layout, "rotation", "error", bug=type(e).__name__)], msgs
+    if mutated:
+        msgs.append(f"{cid} [{layout}, {dtype}]: {MUTATES} in place: {', '.join(mutated)}")
     if bool(qo.isnan().any() or ko.isnan().any()):
         msgs.append(f"{cid} [{layout}, {dtype}]: NaN outputs")
     qe, ke = torch.from_numpy(arrays[f"q_rot_{layout}"]), torch.from_numpy(arrays[f"k_rot_{layout}"])
@@ -87,30 +108,43 @@ def run_case(fn, convention, case, arrays, layout, dtype, freq_fn=None):
     err = max(T.max_abs(qo, qe), T.max_abs(ko, ke))
     worst = (qo - qe).abs().nan_to_num(math.inf).argmax()  # the tolerance shown is the one at the largest error
     tol = float(bq.flatten()[worst])
-    if ratio <= 1.0:
+    if ratio <= 1.0 and not mutated:
         return rows + [_row(case, layout, "rotation", "pass", err, tol, ratio)], msgs
-    bug = bugs.classify(case, arrays, layout, (qo, ko), dtype, own)
+    bug = bugs.classify(case, arrays, layout, (qo, ko), dtype, own) if ratio > 1.0 else ""
+    if mutated:
+        bug = f"{MUTATES} ({', '.join(mutated)})" + (f"; {bug}" if bug else "")
     return rows + [_row(case, layout, "rotation", "FAIL", err, tol, ratio, bug)], msgs
 
 
+def selected(case_list, rope_types=None):
+    """The cases of rope_types (all where None), in file order."""
+    return [c for c in case_list if not rope_types or c["rope_type"] in rope_types]
+
+
+def run_one(fn, convention, case, data, layout, dtype, freq_fn=None):
+    """(rows, messages) of one golden case; freq_fn a function or a mapping rope_type -> function."""
+    f = freq_fn
+    if isinstance(freq_fn, dict) or hasattr(freq_fn, "keys"):
+        try:
+            f = freq_fn.get(case["rope_type"])
+        except BaseException as e:
+            if not _theirs(e):
+                raise
+            m = f"{case['id']}: --frequencies' .get raised {adapters.describe(e)}"
+            return [_row(case, "-", "frequencies", "error", bug=type(e).__name__)], [m]
+        if f is None:
+            m = f"{case['id']}: skip: --frequencies has no rope_type {case['rope_type']!r}"
+            return [_row(case, "-", "frequencies", "skip", bug="no such rope_type")], [m]
+    return run_case(fn, convention, case, golden.case_arrays(data, case), layout, dtype, f)
+
+
 def run(fn, convention, layout, dtype, freq_fn=None, rope_types=None, path=golden.PATH, echo=None):
-    """(rows, messages) over every golden case (filtered by rope_types); echo(line) as each message comes."""
+    """(rows, messages) over every golden case (filtered by rope_types); echo(line) as each message comes.
+    In this process: no time limit (the CLI runs the cases in a worker with one, harness/conformance/isolate.py)."""
     case_list, data = golden.load(path)
     rows, msgs = [], []
-    for case in case_list:
-        if rope_types and case["rope_type"] not in rope_types:
-            continue
-        f = freq_fn
-        if isinstance(freq_fn, dict) or hasattr(freq_fn, "keys"):
-            f = freq_fn.get(case["rope_type"])
-            if f is None:
-                m = f"{case['id']}: skip: --frequencies has no rope_type {case['rope_type']!r}"
-                rows.append(_row(case, "-", "frequencies", "skip", bug="no such rope_type"))
-                msgs.append(m)
-                if echo:
-                    echo(m)
-                continue
-        r, m = run_case(fn, convention, case, golden.case_arrays(data, case), layout, dtype, f)
+    for case in selected(case_list, rope_types):
+        r, m = run_one(fn, convention, case, data, layout, dtype, freq_fn)
         rows += r
         msgs += m
         for line in m:
@@ -135,4 +169,5 @@ def summary(rows):
 
 
 def ok(rows):
+    """Every check passed or was skipped, and at least one passed: zero verdicts is never a pass."""
     return all(r["result"] in ("pass", "skip") for r in rows) and any(r["result"] == "pass" for r in rows)
