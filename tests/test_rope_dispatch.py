@@ -11,6 +11,7 @@ import json
 import os
 import pathlib
 import platform
+import shutil
 import subprocess
 import sys
 
@@ -191,3 +192,152 @@ def test_explicit_cpu_works_where_it_builds():
     x = torch.randn(1, 2, 8, 16)
     cos, sin = rotary_table(frequencies("default", 16, 10000.0)[0], torch.arange(8))
     assert torch.equal(apply_rotary_qk(x, x, cos, sin, impl="cpu")[0], IMPLS["cpu"](x, cos, sin))
+
+
+# --- the kernel cache: verified before loading, and a fallback where it cannot be written ---
+
+needs_kernel = pytest.mark.skipif(cpu.unavailable() is not None, reason=f"no C kernel here: {cpu.unavailable()}")
+
+
+def _cached(cache):
+    """(the library the sidecar names, its recorded sha256) in cache."""
+    meta = json.loads(next(cache.glob("rope_cpu_*.json")).read_text())
+    return cache / meta["library"], meta["sha256"]
+
+
+def _sha(path):
+    import hashlib
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _plant_other_library(tmp_path, at):
+    """A real shared object built from other sources, written over `at`."""
+    src = tmp_path / "other.c"
+    src.write_text("int rope_isa_supported(void) { return 0; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", str(src), "-o", str(at)], check=True)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A cache dir holding the kernel built from these sources (once for the module), with its sidecar."""
+    cache = tmp_path_factory.mktemp("built")
+    cc = os.environ.get("HARNESS_CC", "gcc")
+    cpu._build(cc, cache, cpu._key(cc))
+    return cache
+
+
+@needs_kernel
+@pytest.mark.parametrize("fault, says", [
+    ("truncated", "is not the library that was built (truncated or replaced"),
+    ("other sources", "is not the library that was built (truncated or replaced"),
+    ("not a shared object", "is not a shared object"),
+    ("sidecar of other sources", "records other sources, compiler or flags"),
+    ("garbage sidecar", "does not read"),
+    ("sidecar naming a path", "names no library"),
+])
+def test_a_cached_library_not_built_from_these_sources_is_rebuilt(built, tmp_path, monkeypatch, fault, says):
+    cache = tmp_path / "cache"
+    shutil.copytree(built, cache)  # built, never loaded: a loaded file must not change under the process
+    monkeypatch.setenv("HARNESS_CACHE", str(cache))
+    monkeypatch.setattr(cpu, "_WHERE", [])
+    key = cpu._key(os.environ.get("HARNESS_CC", "gcc"))
+    lib, sha = _cached(cache)
+    assert cpu._verified(cache, key) == (lib, None) and _sha(lib) == sha and lib.read_bytes()[:4] == b"\x7fELF"
+    meta = next(cache.glob("rope_cpu_*.json"))
+    record = json.loads(meta.read_text())
+    if fault == "truncated":
+        os.truncate(lib, lib.stat().st_size // 2)
+    elif fault == "other sources":
+        _plant_other_library(tmp_path, lib)
+    elif fault == "not a shared object":
+        lib.write_text("not a library")
+        meta.write_text(json.dumps({**record, "sha256": _sha(lib)}))  # even with a matching hash
+    elif fault == "sidecar of other sources":
+        meta.write_text(json.dumps({**record, "key": "0" * 64}))
+    elif fault == "garbage sidecar":
+        meta.write_text("{\"key\": ")
+    else:
+        meta.write_text(json.dumps({**record, "library": "../../etc/passwd"}))
+    assert cpu._verified(cache, key)[0] is None and says in cpu._verified(cache, key)[1]
+    loaded = cpu._load()
+    lib2, sha2 = _cached(cache)
+    assert cpu.where() == lib2 and _sha(lib2) == sha2 and loaded.rope_isa_supported() >= 0
+    assert cpu._verified(cache, key) == (lib2, None)
+
+
+@needs_kernel
+def test_a_library_cached_by_older_code_without_a_sidecar_is_not_loaded(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("HARNESS_CACHE", str(cache))
+    monkeypatch.setattr(cpu, "_WHERE", [])
+    key = cpu._key("gcc")
+    (cache / f"rope_cpu_{key[:16]}.so").write_text("old, unverifiable")  # the old cache's name
+    cpu._load()
+    assert cpu.where() != cache / f"rope_cpu_{key[:16]}.so" and cpu._verified(cache, key)[0] == cpu.where()
+
+
+def _unwritable_home(tmp_path):
+    """A $HOME under which nothing can be created: read-only where permissions hold, else (root ignores them) a
+    path under a file."""
+    if os.geteuid() != 0:
+        home = tmp_path / "home"
+        home.mkdir(mode=0o555)
+        return home
+    (tmp_path / "afile").write_text("")
+    return tmp_path / "afile" / "home"
+
+
+READ_ONLY_HOME = r"""
+import json
+from harness.encodings import build
+import torch
+from harness.rope import cpu
+from harness.rope.apply import resolved_params
+q = torch.randn(1, 2, 8, 16)
+build("rope", head_dim=16).rotate(q, q, torch.arange(8))
+print(json.dumps(dict(params=resolved_params({"impl": "auto"}, "cpu"), where=str(cpu.where()))))
+"""
+
+
+@needs_kernel
+def test_an_unwritable_home_builds_the_kernel_under_the_temp_dir(tmp_path):
+    """A read-only $HOME (or one under a file) does not fail a rope run: the kernel is built under a private dir in
+    the temp dir, said once on stderr, and rows record the C kernel that ran."""
+    home, tmp = _unwritable_home(tmp_path), tmp_path / "tmp"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_CACHE"}
+    env.update(HOME=str(home), TMPDIR=str(tmp))
+    run = subprocess.run([sys.executable, "-c", READ_ONLY_HOME], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout.splitlines()[-1])
+    assert got["params"]["impl"] == "cpu" and got["params"]["cpu_isa"] in cpu.ISAS
+    assert got["where"].startswith(str(tmp / f"harness-{os.getuid()}" / "rope_cpu_"))
+    told = [line for line in run.stderr.splitlines() if line.startswith("harness.rope:")]
+    assert len(told) == 1 and str(home / ".cache" / "harness") in told[0] and f"built it under {tmp}" in told[0]
+    assert (tmp / f"harness-{os.getuid()}").stat().st_mode & 0o777 == 0o700
+
+
+def test_no_writable_dir_at_all_is_unavailable_in_one_line(tmp_path, monkeypatch):
+    if not X86:
+        pytest.skip("the kernel is x86 only: unavailable for that reason first")
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setattr(cpu, "_caches", lambda: [tmp_path / "afile" / "a", tmp_path / "afile" / "b"])
+    with pytest.raises(cpu.Unavailable, match=r"^no writable dir to build the kernel in \(.*afile/a: Not a "
+                                              r"directory; .*afile/b: Not a directory\); set HARNESS_CACHE") as e:
+        cpu._load()
+    assert "\n" not in str(e.value)
+
+
+def test_a_shared_temp_dir_someone_else_owns_is_not_used(tmp_path, monkeypatch):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a dir another user owns")
+    other = tmp_path / "harness-other"
+    other.mkdir(mode=0o777)
+    other.chmod(0o777)
+    with pytest.raises(PermissionError, match="is not this user's alone"):
+        cpu._private(other)
+    os.chown(other, 12345, 12345)
+    other.chmod(0o700)
+    with pytest.raises(PermissionError, match=r"is not this user's alone \(owner 12345"):
+        cpu._private(other)

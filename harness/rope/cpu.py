@@ -4,8 +4,10 @@ Why C: the eager formula makes ~8 full-size temporaries (slices, products, cat),
 bandwidth on our 2-core CPU; the complex form ~0.47, torch.compile ~0.2-0.33. A single
 streaming loop is bounded by the same memory traffic as `copy_`. Built at first use (about a second;
 no torch headers) with gcc, or the compiler HARNESS_CC names, cached under ~/.cache/harness
-(HARNESS_CACHE overrides), called through ctypes with raw pointers and strides, so any strided
-(B, H, T, D) view works without a copy. The C source is csrc/rope_cpu.c.
+(HARNESS_CACHE overrides; where it cannot be written, a private dir under the temp dir, said once on stderr),
+called through ctypes with raw pointers and strides, so any strided (B, H, T, D) view works without a copy.
+The C source is csrc/rope_cpu.c. A cached library is loaded only after its sidecar shows it was built from
+these sources, compiler and flags and its bytes still have the sha256 recorded at build time (else rebuilt).
 Runtime dispatch (`isa`): one library holds a portable level and an AVX2 level with explicit bf16/fp16
 conversions (before it, gcc's scalar conversions held bf16 at R ~0.3 and fp16 at ~0.15 where fp32 reached
 ~1.1); the widest level the CPU has runs, and the levels agree bit for bit (NaN payloads aside in fp32/fp16).
@@ -15,12 +17,17 @@ compiler, macOS clang without -fopenmp, ARM), `unavailable()` says why in one li
 back (apply.py).
 """
 import ctypes
+import errno
 import hashlib
+import json
 import os
 import pathlib
 import platform
+import re
 import shlex
 import subprocess
+import sys
+import tempfile
 
 import torch
 
@@ -36,6 +43,7 @@ ISAS = ("generic", "avx2")  # rope_isa_supported() returns an index into this
 GENERIC_ONLY = (torch.float64,)  # gradcheck's dtype has the portable level only
 X86 = ("x86_64", "amd64", "i386", "i686")
 _LIB, _FAILED, _ISA = [], [], []  # the loaded library, or the one-line reason it could not be had (never retried)
+_WHERE = []  # the loaded library's path
 _FNS = {}  # (dtype, level) -> the library function with its signature
 
 
@@ -43,10 +51,60 @@ class Unavailable(RuntimeError):
     """The kernel cannot be built or loaded on this machine; the message is one line saying why."""
 
 
-def _build(cc, so):
-    """Compile SOURCE into so with cc; raises Unavailable (one line; the compiler's output goes to a .log)."""
-    so.parent.mkdir(parents=True, exist_ok=True)
-    src, tmp, log = CSRC / SOURCES[0], so.with_suffix(f".{os.getpid()}.tmp"), so.with_suffix(".log")
+def _key(cc):
+    """sha256 (hex) of what the library is built from: every source file, the compiler and the flags."""
+    source = "\n".join((CSRC / name).read_text() for name in SOURCES)
+    return hashlib.sha256("\n".join([source, cc, *FLAGS]).encode()).hexdigest()
+
+
+def _meta(cache, key):
+    return cache / f"rope_cpu_{key[:16]}.json"
+
+
+def _verified(cache, key):
+    """(the cached library built from exactly these sources, compiler and flags, or None; why not, or None).
+    The sidecar rope_cpu_<key>.json names the library (rope_cpu_<key>_<its sha256>.so, never rewritten) and
+    holds the full key and the library's sha256; a library of other sources, truncated, or not a shared object
+    is refused before it is loaded."""
+    meta = _meta(cache, key)
+    try:
+        record = json.loads(meta.read_text())
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as e:
+        return None, f"{meta} does not read ({e})"
+    if not isinstance(record, dict) or record.get("key") != key:
+        return None, f"{meta} records other sources, compiler or flags"
+    name = str(record.get("library", ""))
+    if not re.fullmatch(r"rope_cpu_[0-9a-f]{16}_[0-9a-f]{16}\.so", name):
+        return None, f"{meta} names no library"
+    lib = cache / name
+    try:
+        data = lib.read_bytes()
+    except OSError as e:
+        return None, f"{lib} does not read ({e.strerror})"
+    if data[:4] != b"\x7fELF":
+        return None, f"{lib} is not a shared object"
+    if hashlib.sha256(data).hexdigest() != record.get("sha256"):
+        return None, f"{lib} is not the library that was built (truncated or replaced: its sha256 differs)"
+    return lib, None
+
+
+def _writable(cache):
+    """Raises OSError (why, in its strerror) unless files can be created in cache (made if missing)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    fd, probe = tempfile.mkstemp(dir=cache, prefix=".probe")
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _build(cc, cache, key):
+    """Compile the sources into cache with cc, then record them (sidecar); the library's path. Raises Unavailable
+    (one line; the compiler's output goes to a .log) where the compiler cannot build it, OSError where the
+    cache cannot be written."""
+    _writable(cache)
+    src, log = CSRC / SOURCES[0], cache / f"rope_cpu_{key[:16]}.log"
+    tmp = cache / f"rope_cpu_{key[:16]}.{os.getpid()}.tmp"
     try:
         run = subprocess.run([*shlex.split(cc), *FLAGS, str(src), "-o", str(tmp)], capture_output=True, text=True)
     except OSError as e:  # FileNotFoundError: no such compiler; PermissionError: not executable
@@ -55,25 +113,74 @@ def _build(cc, so):
         log.write_text(run.stderr)
         first = next((line for line in run.stderr.splitlines() if "error" in line), run.stderr.strip()[:200])
         raise Unavailable(f"{cc} {' '.join(FLAGS)} failed: {first.strip()} (full output: {log})")
-    os.replace(tmp, so)  # atomic: parallel first uses never load a half-written file
+    sha = hashlib.sha256(tmp.read_bytes()).hexdigest()
+    lib = cache / f"rope_cpu_{key[:16]}_{sha[:16]}.so"
+    os.replace(tmp, lib)  # atomic, and named by its content: a parallel build never changes a file being loaded
+    record = json.dumps({"key": key, "library": lib.name, "sha256": sha, "cc": cc, "flags": FLAGS})
+    meta_tmp = cache / f"rope_cpu_{key[:16]}.{os.getpid()}.json.tmp"
+    meta_tmp.write_text(record)
+    os.replace(meta_tmp, _meta(cache, key))
+    return lib
+
+
+def _caches():
+    """The kernel cache dirs to try, in order: HARNESS_CACHE or ~/.cache/harness, then a private dir under the
+    system's temp dir (a read-only or missing $HOME must not stop a run). A dir that cannot be named is a string
+    saying why."""
+    try:
+        first = pathlib.Path(os.environ.get("HARNESS_CACHE") or pathlib.Path.home() / ".cache" / "harness")
+    except RuntimeError as e:  # no $HOME and no passwd entry
+        first = f"no home dir ({e})"
+    uid = getattr(os, "getuid", lambda: "user")()
+    return [first, pathlib.Path(tempfile.gettempdir()) / f"harness-{uid}"]
+
+
+def _private(cache):
+    """Raises OSError unless cache (under the shared temp dir) is this user's alone: another user's dir there could
+    hold any library."""
+    cache.mkdir(mode=0o700, exist_ok=True)
+    st = cache.stat()
+    if hasattr(os, "getuid") and (st.st_uid != os.getuid() or st.st_mode & 0o022):
+        raise PermissionError(errno.EPERM, f"{cache} is not this user's alone (owner {st.st_uid}, mode "
+                                           f"{st.st_mode & 0o777:o})")
 
 
 def _load():
-    """Build (or find in the cache) and load the library; raises Unavailable."""
+    """Build (or find, verified, in the cache) and load the library; raises Unavailable. Where the cache cannot be
+    written (read-only $HOME, HARNESS_CACHE under a file) it builds under the temp dir instead and says so once."""
     if platform.machine().lower() not in X86:
         raise Unavailable(f"the kernel uses x86 AVX intrinsics and this CPU is {platform.machine() or 'unknown'}")
     cc = os.environ.get("HARNESS_CC", "gcc")  # e.g. "gcc-13" or "ccache gcc"; part of the cache key
-    source = "\n".join((CSRC / name).read_text() for name in SOURCES)
-    key = hashlib.sha256("\n".join([source, cc, *FLAGS]).encode()).hexdigest()[:16]
-    cache = pathlib.Path(os.environ.get("HARNESS_CACHE", pathlib.Path.home() / ".cache" / "harness"))
-    so = cache / f"rope_cpu_{key}.so"
-    if not so.exists():
-        _build(cc, so)
-    try:
-        lib = ctypes.CDLL(str(so))
-    except OSError as e:
-        raise Unavailable(f"loading {so} failed: {e}") from None
-    return lib
+    key = _key(cc)
+    unusable = []
+    for i, cache in enumerate(_caches()):
+        if isinstance(cache, str):
+            unusable.append(cache)
+            continue
+        try:
+            if i:
+                _private(cache)
+            lib, stale = _verified(cache, key)
+            if lib is None:
+                lib = _build(cc, cache, key)  # stale: rebuilt (the sidecar then names the new library)
+        except OSError as e:
+            unusable.append(f"{cache}: {e.strerror or e}")
+            continue
+        try:
+            loaded = ctypes.CDLL(str(lib))
+        except OSError as e:
+            raise Unavailable(f"loading {lib} failed: {e}") from None
+        _WHERE[:] = [lib]
+        if unusable:
+            print(f"harness.rope: the C kernel cache is not usable ({'; '.join(unusable)}); built it under {cache} "
+                  f"instead (set HARNESS_CACHE to a writable dir)", file=sys.stderr, flush=True)
+        return loaded
+    raise Unavailable(f"no writable dir to build the kernel in ({'; '.join(unusable)}); set HARNESS_CACHE to one")
+
+
+def where():
+    """The path of the library this process loaded (None before the first use or where there is none)."""
+    return _WHERE[0] if _WHERE else None
 
 
 def library():
