@@ -2,6 +2,8 @@
 three RoPE layers and one NoPE layer. Not registered (the module starts with '_'): an encoding with a policy
 subclasses Layered and builds its cycle in its constructor, so it stays one file + one YAML. Every block asks
 `encoding.at(block.layer)` for its own; hooks are never called on the policy itself."""
+import math
+
 import torch
 from torch import nn
 
@@ -30,6 +32,15 @@ class Windowed(Wrapper):
         far = (q_pos[:, None] - k_pos[None, :]) >= self.window  # (Tq, Tk)
         mask = torch.zeros(far.shape, dtype=q.dtype, device=q.device).masked_fill(far, float("-inf"))[None]
         return mask if inner is None else inner + mask
+
+
+def check_depth(encoding, knob, value, period, n_layers, last):
+    """A per-layer policy's cycle of `period` layers ends in its `last` layer (local_global's global one): a model
+    of fewer layers (n_layers, when the builder gives it) never reaches that layer and would run under the
+    policy's name without it. Called by the policies' constructors."""
+    if n_layers is not None and n_layers < period:
+        raise ValueError(f"{encoding} {knob}={value} makes a cycle of {period} layers ending in its {last} layer, but "
+                         f"model.n_layers={n_layers} never reaches it: lower {knob} or use model.n_layers >= {period}")
 
 
 class Layered(Encoding):
@@ -119,8 +130,9 @@ class QueryTemperature(Encoding):
 
     def __init__(self, floor_scale, attn_scale):
         super().__init__()
-        if floor_scale <= 0 or attn_scale < 0:
-            raise ValueError(f"temperature needs floor_scale > 0 and attn_scale >= 0, got {floor_scale}, {attn_scale}")
+        if not (floor_scale > 0 and attn_scale >= 0 and math.isfinite(floor_scale) and math.isfinite(attn_scale)):
+            raise ValueError(f"temperature needs finite floor_scale > 0 and attn_scale >= 0, got {floor_scale}, "
+                             f"{attn_scale}")
         self.floor_scale, self.attn_scale = float(floor_scale), float(attn_scale)
 
     def scale(self, pos):

@@ -6,7 +6,7 @@ NoPE layer whose queries get the attention temperature log(floor((p + 1) / floor
 floor_scale 8192, attn_scale 0.1. Defaults scaled to this harness's 2-layer, 64-token models: nope_every 2,
 floor_scale 64 (the temperature starts beyond the train length, as Llama 4's beyond 8k)."""
 from harness.encodings import rope
-from harness.encodings._layered import L2Normed, Layered, QueryTemperature
+from harness.encodings._layered import L2Normed, Layered, QueryTemperature, check_depth
 
 
 class IRoPE(Layered):
@@ -16,9 +16,10 @@ class IRoPE(Layered):
     rotary = False  # the QK-norm rescales q and k
 
     def __init__(self, *, head_dim, nope_every=2, base=500000.0, layout="interleaved", rope_qk_norm=True,
-                 floor_scale=64.0, attn_scale=0.1, impl="auto"):
+                 floor_scale=64.0, attn_scale=0.1, impl="auto", n_layers=None):
         if not isinstance(nope_every, int) or nope_every < 2:
             raise ValueError(f"nope_every must be an integer >= 2 (every n-th layer is NoPE), got {nope_every!r}")
+        check_depth("irope", "nope_every", nope_every, nope_every, n_layers, "NoPE")
         r = rope.Rope(head_dim=head_dim, base=base, layout=layout, impl=impl)
         super().__init__([L2Normed(r) if rope_qk_norm else r] * (nope_every - 1)
                          + [QueryTemperature(floor_scale, attn_scale)])

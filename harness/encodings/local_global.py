@@ -4,7 +4,7 @@ window 1024, bases 10k / 1M). Gemma 4's global layers use p-RoPE (`global_rope_t
 `global_partial_rotary_factor: 0.25`; harness/rope/frequencies.py). Defaults scaled to this harness's 2-layer,
 64-token models: 1:1, window half the train length; the bases are Gemma's."""
 from harness.encodings import rope
-from harness.encodings._layered import Layered, Windowed
+from harness.encodings._layered import Layered, Windowed, check_depth
 
 
 class LocalGlobal(Layered):
@@ -14,10 +14,11 @@ class LocalGlobal(Layered):
     rotary = True
 
     def __init__(self, *, head_dim, window=32, local_layers=1, local_base=10000.0, global_base=1000000.0,
-                 global_rope_type="default", global_partial_rotary_factor=1.0, impl="auto"):
+                 global_rope_type="default", global_partial_rotary_factor=1.0, impl="auto", n_layers=None):
         if not isinstance(local_layers, int) or local_layers < 1:
             raise ValueError(f"local_layers must be an integer >= 1 (sliding-window layers per global layer), "
                              f"got {local_layers!r}")
+        check_depth("local_global", "local_layers", local_layers, local_layers + 1, n_layers, "global")
         local = Windowed(rope.Rope(head_dim=head_dim, base=local_base, impl=impl), window)
         glob = rope.Rope(head_dim=head_dim, base=global_base, rope_type=global_rope_type,
                          partial_rotary_factor=global_partial_rotary_factor, impl=impl)

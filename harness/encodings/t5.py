@@ -31,6 +31,16 @@ class T5(Encoding):
 
     def __init__(self, *, n_heads, num_buckets=32, max_distance=128, bidirectional=False):
         super().__init__()
+        # relative_position_bucket: distances below max_exact get a bucket each, log-spaced buckets span
+        # [max_exact, max_distance), dividing by log(max_distance / max_exact)
+        max_exact = num_buckets // (4 if bidirectional else 2)
+        if max_exact < 1:
+            raise ValueError(f"t5 num_buckets={num_buckets} leaves no exact bucket: it needs num_buckets >= "
+                             f"{4 if bidirectional else 2}{' when bidirectional' if bidirectional else ''}")
+        if not max_distance > max_exact:
+            raise ValueError(f"t5 max_distance={max_distance} must exceed its exact range, num_buckets // "
+                             f"{4 if bidirectional else 2} = {max_exact} (the log-spaced buckets span from there to "
+                             f"max_distance); raise max_distance or lower num_buckets")
         self.num_buckets, self.max_distance, self.bidirectional = num_buckets, max_distance, bidirectional
         self.embedding = nn.Embedding(num_buckets, n_heads)
         nn.init.normal_(self.embedding.weight, std=0.02)
