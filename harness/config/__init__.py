@@ -1,5 +1,6 @@
 """Typed configuration: dataclasses in Hydra's ConfigStore. Hydra and OmegaConf stop here; the rest of the
 package receives these dataclasses and plain arguments."""
+import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -11,6 +12,7 @@ from harness.config import resolvers  # noqa: F401 - registered on import: conf/
 from harness.config.eval import (EXTENSIONS, PROTOCOLS, EffectiveLengthConfig, EvalConfig,  # noqa: F401 - re-exported
                                  ExtensionConfig, _choice, _positive, protocol_list)
 from harness.config.pretrained import PretrainedConfig  # noqa: F401 - re-exported
+from harness.config.ranges import RANGES, check, check_encoding, check_finite, check_section  # noqa: F401 - re-exported
 # Names this schema validates: fixed tuples in harness.names (Hydra-free, for the low layers too), the eval
 # section's in harness.config.eval; encoding and task names come from their registries.
 from harness.names import (ATTENTIONS, LOW_DTYPES, PRECISION_PROTOCOLS, QK_NORMS,  # noqa: F401 - re-exported
@@ -39,7 +41,7 @@ class ModelConfig:
         _choice("model.attention_impl", self.attention_impl, flex.IMPLS)
         if self.attention == "linear" and self.qk_norm != "none":  # harness.model says why, for direct use
             raise ValueError(f"model.qk_norm={self.qk_norm!r} needs model.attention=softmax; got linear")
-        _positive("model", self, ("n_layers", "d_model", "n_heads", "mlp_ratio"))
+        check_section("model", self)
         if self.head_dim is None and self.d_model % self.n_heads:
             raise ValueError(f"model.d_model {self.d_model} is not divisible by n_heads {self.n_heads}; "
                              f"set model.head_dim explicitly")
@@ -64,8 +66,8 @@ class TaskConfig:
         unknown = sorted(set(self.params) - set(takes))
         if unknown:
             raise ValueError(f"task {self.name!r} does not take task.params {unknown}; its parameters: {takes}")
-        if any(not 0.0 <= d <= 1.0 for d in self.depths):
-            raise ValueError(f"task.depths must lie in [0, 1], got {list(self.depths)}")
+        check_section("task", self)
+        check_finite("task.params", dict(self.params))  # their ranges: the generator's own checks (tasks.check)
 
 
 @dataclass
@@ -85,9 +87,7 @@ class TrainConfig:
     max_position: int = 0  # shared by the batch; 0 = off (positions 0..T-1)
 
     def __post_init__(self):
-        _positive("train", self, ("seq_len", "steps", "batch_size", "log_every"))
-        if self.lr <= 0:
-            raise ValueError(f"train.lr must be > 0, got {self.lr}")
+        check_section("train", self)
         if self.max_position and self.max_position < self.seq_len:
             raise ValueError(f"train.max_position {self.max_position} must be 0 (off) or >= "
                              f"train.seq_len {self.seq_len}")
@@ -134,11 +134,7 @@ class PrecisionConfig:
             _choice("precision.dtypes entry", dt, LOW_DTYPES)
         for p in self.protocols:
             _choice("precision.protocols entry", p, PRECISION_PROTOCOLS)
-        _positive("precision", self, ("max_tokens",))
-        if self.lens is not None and (not self.lens or min(self.lens) < 1):
-            raise ValueError(f"precision.lens must be a non-empty list of lengths >= 1, got {self.lens}")
-        if min(self.shifts, default=0) < 0 or self.anchor_shift < 0:
-            raise ValueError(f"precision.shifts and anchor_shift must be >= 0, got {self.shifts}, {self.anchor_shift}")
+        check_section("precision", self)
         p = self.pipeline.build() if self.pipeline is not None else None
         if p is not None and p.name in pipeline_names() and p != load_pipeline(p.name):
             raise ValueError(f"precision.pipeline differs from the preset {p.name!r}; give it a new name "
@@ -174,13 +170,13 @@ class Config:
     wandb: WandbConfig = field(default_factory=WandbConfig)
     # set (pretrained=smollm2): evaluate that pretrained checkpoint instead of training a model (harness.pretrained)
     pretrained: Optional[PretrainedConfig] = None
-    seed: int = 0
+    seed: int = 0  # in [0, 2**32 - 1] (ranges.SEED_MAX)
     # Seeds a sweep preset runs (its sweeper sweeps seed over range(0, seeds)): every comparison is paired
     # by seed, since the seed sets model init, data order and eval windows. Not part of a run dir's name.
-    seeds: int = 1
+    seeds: int = 1  # >= 1
     sweep: str = "single"  # the sweep name written into every row and used as the W&B group
     device: str = "cpu"
-    threads: int = 0  # torch intra-op threads; 0 = torch's default. Parallel sweeps set 1 per job.
+    threads: int = 0  # torch intra-op threads, >= 0; 0 = torch's default. Parallel sweeps set 1 per job.
     out: str = "results"  # root of run dirs (hydra.run.dir / hydra.sweep.dir interpolate it)
     checkpoint: bool = True
 
@@ -188,10 +184,45 @@ class Config:
         name = self.encoding.get("name")
         if name not in encodings.ENCODINGS:
             raise ValueError(f"unknown encoding {name!r}; expected one of {list(encodings.ENCODINGS)}")
-        if self.seeds < 1:
-            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+        check_section("", self)
+        check_encoding(self.encoding)  # before anything builds it (runner.check, the model)
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ValueError(f"unknown device {self.device!r}; expected cpu or cuda[:N]")
+        if self.pretrained is None:
+            _check_memory(self.model, self.device)
+
+
+# bytes per parameter: validation builds the model on this machine's CPU in fp32 (runner.check); training on the
+# CPU also holds its gradient and AdamW's two moments
+BUILD_BYTES, CPU_TRAIN_BYTES = 4, 16
+
+
+def model_parameters(m: ModelConfig) -> int:
+    """The Transformer's parameter count without the encoding's own (harness.model: tied byte embedding, qkv,
+    output projection and MLP per block, LayerNorms): a lower bound of what building it allocates."""
+    inner = m.n_heads * m.head_dim
+    block = 4 * m.d_model * inner + 2 * m.mlp_ratio * m.d_model ** 2 + 4 * m.d_model
+    return 256 * m.d_model + m.n_layers * block + 2 * m.d_model
+
+
+def machine_memory() -> Optional[int]:
+    """This machine's physical memory in bytes, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_memory(m: ModelConfig, device: str):
+    """Refuse a model whose parameters alone do not fit this machine's memory: validation would build it on the
+    CPU (a cryptic allocator error, or the OOM killer) and a CPU run could not train it."""
+    ram, n = machine_memory(), model_parameters(m)
+    per, what = (CPU_TRAIN_BYTES, "fp32 weights, gradients and AdamW's two moments to train on the CPU") \
+        if device == "cpu" else (BUILD_BYTES, "fp32 weights, built on the CPU by validation")
+    if ram and n * per > ram:
+        raise ValueError(f"model.d_model={m.d_model}, n_heads={m.n_heads}, head_dim={m.head_dim}, n_layers="
+                         f"{m.n_layers}, mlp_ratio={m.mlp_ratio}: {n:.3g} parameters: {n * per / 2 ** 30:.3g} GiB "
+                         f"({per} bytes each: {what}), but this machine has {ram / 2 ** 30:.3g} GiB of memory")
 
 
 def encoding_params(cfg: Config) -> Dict[str, Any]:

@@ -1,7 +1,10 @@
 """The eval section of the typed configuration (harness.config re-exports it): extrapolation lengths and protocols,
-RoPE eval-time extension, effective-length bars, and the validators every section shares."""
+RoPE eval-time extension, effective-length bars, and the validators every section shares (numbers: ranges.py)."""
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
+
+from harness.config.ranges import RANGES, check, check_section, count
 
 PROTOCOLS = ("nonoverlapping", "sliding", "both")
 # HF rope_types that rescale a trained RoPE at eval time without retraining (not longrope: searched factors)
@@ -19,9 +22,9 @@ def _choice(key, value, choices):
 
 
 def _positive(section, obj, keys):
+    """Each of keys an integer >= 1 (for a value a relation derives; the schema's own fields are in ranges.RANGES)."""
     for k in keys:
-        if getattr(obj, k) < 1:
-            raise ValueError(f"{section}.{k} must be >= 1, got {getattr(obj, k)}")
+        check(f"{section}.{k}", getattr(obj, k), count(1))
 
 
 @dataclass
@@ -46,8 +49,15 @@ class ExtensionConfig:
         _choice("eval.extension.protocol", self.protocol, PROTOCOLS)
         for t in self.types:
             _choice("eval.extension.types entry", t, EXTENSIONS)
-        if self.factor != "auto" and not (isinstance(self.factor, (int, float)) and self.factor >= 1):
-            raise ValueError(f"eval.extension.factor must be 'auto' or a number >= 1, got {self.factor!r}")
+        check_section("eval.extension", self)
+        if "llama3" in self.types and not self.high_freq_factor > self.low_freq_factor:
+            raise ValueError(f"eval.extension.high_freq_factor {float(self.high_freq_factor)} must be > "
+                             f"low_freq_factor {float(self.low_freq_factor)} (llama3 blends between them; "
+                             f"eval.extension.types has llama3)")
+        if "yarn" in self.types and self.beta_fast < self.beta_slow:
+            raise ValueError(f"eval.extension.beta_fast {float(self.beta_fast)} must be >= beta_slow "
+                             f"{float(self.beta_slow)} (YaRN's ramp runs from beta_fast rotations down to beta_slow; "
+                             f"eval.extension.types has yarn)")
 
 
 @dataclass
@@ -60,11 +70,7 @@ class EffectiveLengthConfig:
     min_base: float = 0.2  # the relative rule needs this score at the train length (else its row is NaN)
 
     def __post_init__(self):
-        for k in ("threshold", "relative", "min_base"):
-            v = getattr(self, k)
-            if not (isinstance(v, (int, float)) and 0 < v <= 1):
-                raise ValueError(f"eval.effective_length.{k} must be a number in (0, 1] (scores are fractions); "
-                                 f"got {v!r}")
+        check_section("eval.effective_length", self)
 
 
 @dataclass
@@ -74,7 +80,7 @@ class EvalConfig:
     lens: Optional[List[int]] = None
     multiples: List[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
     protocol: str = "both"  # nonoverlapping | sliding | both
-    stride: Optional[int] = None  # sliding stride; None = train.seq_len // 2
+    stride: Optional[int] = None  # sliding stride, >= 1; None = train.seq_len // 2 (0 is refused, not a default)
     max_tokens: int = 4096  # scored tokens per (length, protocol): keeps CPU eval cheap
     # the sliding protocol's own cap (None = max_tokens): each of its scored tokens costs L / stride times
     # a nonoverlapping one, so at 16x the train length it was half of a run's evaluation time
@@ -96,14 +102,9 @@ class EvalConfig:
     def __post_init__(self):
         _choice("eval.protocol", self.protocol, PROTOCOLS)
         _choice("eval.split", self.split, ("val", "test"))
-        _positive("eval", self, ("max_tokens", "batch_size", "throughput_repeats"))
-        for k in ("attention_samples", "decode_tokens"):
-            if getattr(self, k) < 0:
-                raise ValueError(f"eval.{k} must be >= 0 (0 = off), got {getattr(self, k)}")
-        if self.sliding_max_tokens is not None and self.sliding_max_tokens < 1:
-            raise ValueError(f"eval.sliding_max_tokens must be >= 1 or null, got {self.sliding_max_tokens}")
-        if self.lens is not None and (not self.lens or min(self.lens) < 1):
-            raise ValueError(f"eval.lens must be a non-empty list of lengths >= 1, got {self.lens}")
+        check_section("eval", self)
+        if self.lens is None:  # the lengths are the multiples of train.seq_len: none would measure nothing
+            check("eval.multiples", self.multiples, dataclasses.replace(RANGES["eval.multiples"], nonempty=True))
 
     def resolved_lens(self, train_len):
         """The evaluated lengths, sorted."""

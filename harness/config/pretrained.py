@@ -3,7 +3,8 @@
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from harness.config.eval import _choice, _positive
+from harness.config.eval import _choice
+from harness.config.ranges import check_section
 
 STUDIES = ("lm", "precision", "passkey")
 SPLITS = ("train", "val", "test")
@@ -34,13 +35,7 @@ class PretrainedConfig:
         _choice("pretrained.study", self.study, STUDIES)
         _choice("pretrained.split", self.split, SPLITS)
         _choice("pretrained.layers", self.layers, ("all", "global"))
-        if not self.lens or any(L < 2 for L in self.lens):
-            raise ValueError(f"pretrained.lens must be a non-empty list of lengths >= 2; got {list(self.lens)}")
+        check_section("pretrained", self)
         if self.reference_len and self.reference_len not in self.lens:
             raise ValueError(f"pretrained.reference_len {self.reference_len} must be one of pretrained.lens "
                              f"{list(self.lens)} (or 0)")
-        _positive("pretrained", self, ("windows", "bucket", "chunk"))
-        if self.factor < 1:
-            raise ValueError(f"pretrained.factor must be >= 1; got {self.factor}")
-        if not 0 < self.kl_bar:
-            raise ValueError(f"pretrained.kl_bar must be > 0; got {self.kl_bar}")

@@ -146,8 +146,13 @@ class HarnessLM(LM):
         self.max_length = int(max_length) if max_length is not None else None
         self.window = self.max_length or self.train_len
         self.protocol = protocol
-        stride = stride or cfg.eval.stride or max(1, self.train_len // 2)
-        self.stride = min(int(stride), self.window) if protocol == "sliding" else None
+        # the schema's range for eval.stride (>= 1; null = the default, made explicit here): 0 is refused, not
+        # read as null
+        config_lib.check("stride", stride, dataclasses.replace(config_lib.RANGES["eval.stride"],
+                                                               null="the run's eval.stride, else train_len // 2"))
+        stride = stride if stride is not None else cfg.eval.stride if cfg.eval.stride is not None else \
+            max(1, self.train_len // 2)
+        self.stride = min(stride, self.window) if protocol == "sliding" else None
         self._device = _device(device, cfg.device)
         self.extension = {}
         if rope_type is not None:
