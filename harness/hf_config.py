@@ -322,7 +322,7 @@ def _parser(**kw):
 
     class OneLine(argparse.ArgumentParser):
         def error(self, message):
-            print(f"{self.prog}: error: {message}; see --help", file=sys.stderr)
+            print(f"{self.prog.removeprefix('python -m ')}: error: {message}; see --help", file=sys.stderr)
             raise SystemExit(2)
     return OneLine(**kw)
 

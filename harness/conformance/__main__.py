@@ -21,7 +21,7 @@ class _Parser(argparse.ArgumentParser):
     """Usage errors in one line, as every other refusal here."""
 
     def error(self, message):
-        print(f"{self.prog}: error: {message}; see --help", file=sys.stderr)
+        print(f"{self.prog.removeprefix('python -m ')}: error: {message}; see --help", file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -34,8 +34,8 @@ def main(argv=None):
     ap.add_argument("--convention", default="hf", help=f"one of {list(adapters.CONVENTIONS)}")
     ap.add_argument("--rope-type", help=f"comma-separated subset of {list(ROPE_TYPES)}")
     ap.add_argument("--timeout", default=str(isolate.TIMEOUT_S), metavar="S",
-                    help=f"seconds one case may take before it is a FAIL (default {isolate.TIMEOUT_S:g}); importing --apply "
-                         f"may take this or {isolate.IMPORT_MIN_S:g} s, the longer")
+                    help=f"seconds one case may take before it is a FAIL (default {isolate.TIMEOUT_S:g}); "
+                         f"importing --apply may take this or {isolate.IMPORT_MIN_S:g} s, the longer")
     ap.add_argument("--generate", action="store_true", help="regenerate the golden file and exit")
     a = ap.parse_args(argv)
     if a.generate:
