@@ -75,7 +75,9 @@ def lm_rows(model, task, *, train_len, lens, protocols, stride, max_tokens, slid
             split, device, progress=True):
     """PPL and beyond-train NLL at every length of `lens` under each protocol, on the task's held-out
     text of `split` (an LMTask). stride None = train_len // 2; sliding_max_tokens None = max_tokens."""
-    stride = stride or max(1, train_len // 2)
+    if stride is not None and stride < 1:  # the config refuses it first; direct callers get the same line
+        raise ValueError(f"eval.stride must be >= 1 (null: train_len // 2), got {stride}")
+    stride = stride if stride is not None else max(1, train_len // 2)
     lens = sorted(lens)
     tokens = task.eval_tokens(split, max_tokens + 2 * lens[-1] + 1)  # the sliding protocol's longest span
     jobs = [(L, p) for L in lens for p in protocols]

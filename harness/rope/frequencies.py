@@ -15,8 +15,8 @@ import torch
 
 def _check_knobs(head_dim: int, base: float, partial_rotary_factor: float) -> None:
     """Validate base, partial_rotary_factor and head_dim, the knobs every rope_type reads."""
-    if base <= 0:
-        raise ValueError(f"rope base must be positive, got {base}")
+    if not 0 < base < float("inf"):  # NaN fails the comparison too
+        raise ValueError(f"rope base must be positive and finite, got {base}")
     if not 0.0 < partial_rotary_factor <= 1.0:
         raise ValueError(f"partial_rotary_factor must be in (0, 1], got {partial_rotary_factor}")
     if head_dim % 2:
