@@ -13,13 +13,14 @@ row with its reason. Tidy rows: encoding, layer, path, T, metric, value, unit, r
 import argparse
 import math
 import pathlib
+import sys
 
 import pandas as pd
 import torch
 
 from harness import attention
 from harness.measure import timing
-from harness.encodings import build
+from harness.encodings import ENCODINGS as ENCODING_NAMES, build
 from harness.measure.memory import peak_extra_bytes
 
 B, H, D = 1, 4, 32
@@ -119,6 +120,21 @@ def main(argv=None):
     ap.add_argument("--lens", type=int, nargs="+", default=list(LENS))
     ap.add_argument("--encodings", nargs="+", default=list(ENCODINGS), help="name or name:layer")
     args = ap.parse_args(argv)
+    try:  # the arguments, before any work: lengths, names, and that each has a FlexAttention path
+        if any(T < 1 for T in args.lens):
+            raise ValueError(f"--lens must be >= 1, got {args.lens}")
+        for spec in args.encodings:
+            name, _, layer = spec.partition(":")
+            if name not in ENCODING_NAMES:
+                raise ValueError(f"unknown encoding {name!r}; expected one of {sorted(ENCODING_NAMES)}")
+            if layer and not layer.isdigit():
+                raise ValueError(f"{spec}: the layer after ':' must be an integer >= 0")
+            why = attention.flex_unsupported(build(name, d_model=H * D, n_heads=H, head_dim=D).at(int(layer or 0)))
+            if why:
+                raise ValueError(f"{spec}: no FlexAttention path ({why})")
+    except ValueError as e:
+        print(f"flex_bench: error: {e}", file=sys.stderr)
+        return 2
     df = run(args.encodings, args.lens)
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -129,4 +145,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

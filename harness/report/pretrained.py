@@ -280,7 +280,12 @@ def main(argv=None):
         if a.write:
             Path(a.readme).write_text(new)
         return 0
-    print(f"wrote {build(a.paths, a.out or a.paths[0])}")
+    try:
+        path = build(a.paths, a.out or a.paths[0])
+    except (ValueError, FileNotFoundError) as e:  # the user's paths: exit 2, as harness.report
+        print(f"harness.report.pretrained: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}")
     return 0
 
 
