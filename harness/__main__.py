@@ -18,10 +18,11 @@ from pathlib import Path
 
 import hydra
 from hydra import compose, initialize_config_dir
+from hydra._internal.config_loader_impl import get_overrides_dirname  # hydra-core < 1.4 (pyproject pins it)
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, read_write
 from tqdm import tqdm
 
 from harness import config as config_lib
@@ -32,6 +33,9 @@ from harness.infra import distributed, runlock
 
 CONF = str(paths.conf_dir())  # the checkout's conf/, or the copy a wheel ships (harness/paths.py)
 MULTIRUN_FLAGS = {"-m", "--multirun"}
+# flags after which Hydra composes nothing to run (help, config printing, shell completion: `-sc query=bash` is
+# what Hydra's installed completion script calls on every tab)
+NO_RUN_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc"}
 # conf/hydra/launcher/<name>.yaml holds our values for the launcher plugin's config of the same name, and
 # Hydra 1.3 validates it against that plugin schema (typed keys, every plugin key overridable). Hydra
 # announces this matching as deprecated on every compose; pyproject pins hydra-core < 1.4, and
@@ -150,15 +154,77 @@ def jobs(argv):
         return _jobs(argv)[1]
 
 
-def _check_writable(out: Path):
-    """Fail before any work when results cannot be written under `out` (creates nothing)."""
-    probe = out.resolve()
-    while not probe.exists():  # the nearest existing ancestor is where the run dirs would be created
+def _check_writable(out: Path, key="out"):
+    """Fail before any work when results cannot be written under `out` (what `key=` gave): its nearest existing
+    ancestor must be a directory this process can create files in (tried with a temp file, removed at once:
+    a mode bit does not tell for root, an immutable directory or a read-only mount)."""
+    probe = Path(os.path.abspath(out))
+    while not os.path.lexists(probe):  # the nearest existing ancestor is where the run dirs would be created
         probe = probe.parent
     if not probe.is_dir():
-        raise ValueError(f"cannot write results under out={out}: {probe} is a file, not a directory")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ValueError(f"cannot write results under out={out}: {probe} is not writable by this user")
+        what = "a file" if probe.exists() else "a symlink loop or a symlink to nothing"
+        raise ValueError(f"cannot write results under {key}={out}: {probe} is {what}, not a directory")
+    problem = results.writable(probe)
+    if problem:
+        raise ValueError(f"cannot write results under {key}={out}: {probe} is not writable by this user "
+                         f"({problem.rpartition(': ')[2]})")
+
+
+def _job_dirs(cfg, all_jobs, multirun):
+    """Each job's run dir as Hydra will name it (hydra.run.dir, or hydra.sweep.dir / hydra.sweep.subdir), from the
+    job's overrides and the override_dirname settings, resolved with a stand-in HydraConfig."""
+    od = cfg.hydra.job.config.override_dirname
+    parser = OverridesParser.create()
+    instance = HydraConfig.instance()
+    saved = instance.cfg
+    instance.set_config(cfg)
+    try:
+        out = []
+        for job in all_jobs:
+            app = [o for o in parser.parse_overrides(job) if not o.key_or_group.startswith("hydra")]
+            if multirun:  # the basic sweeper hands each job its overrides re-rendered (`false` -> `False`)
+                app = parser.parse_overrides([f"{o.get_key_element()}={o.get_value_element_as_str()}" for o in app])
+            with read_write(instance.cfg.hydra.job):
+                instance.cfg.hydra.job.override_dirname = get_overrides_dirname(
+                    app, list(od.exclude_keys), od.item_sep, od.kv_sep)
+            if multirun:
+                out.append(Path(OmegaConf.select(cfg, "hydra.sweep.dir")) / OmegaConf.select(cfg, "hydra.sweep.subdir"))
+            else:
+                out.append(Path(OmegaConf.select(cfg, "hydra.run.dir")))
+        return out
+    finally:
+        instance.cfg = saved
+
+
+def _run_id_sweep(status):
+    return str(status.get("run_id", "")).rpartition("/")[0] or None
+
+
+def _scan(cfg, all_jobs, dirs):
+    """Before any work: every job's run dir is one the harness can use (results.unusable: else one line naming
+    what is in the way); a finished run there made by another sweep with another config is not replaced (two
+    sweeps pointed at one hydra.sweep.dir); a finished run whose .hydra/config.yaml does not read is marked to
+    be computed again (Hydra rewrites that file before the run can see it)."""
+    sweep = OmegaConf.select(cfg, "sweep")
+    for job, d in zip(all_jobs, dirs):
+        problem = results.unusable(d)
+        if problem:
+            raise ValueError(problem)
+        status = results.read_status(d)
+        held = runlock.holder(d)
+        if not status or status["status"] not in results.FINISHED or (held and runlock.alive(held)):
+            continue  # nothing finished there, or another live process is computing it
+        other = _run_id_sweep(status)
+        if other and other != str(sweep):
+            theirs = status.get("config_hash")
+            ours = results.config_hash(config_lib.to_config(compose("config", overrides=job)))
+            if theirs != ours:
+                raise ValueError(f"{d} holds a finished run of sweep {other!r} made with another config (config hash "
+                                 f"{theirs} -> {ours}); sweep {str(sweep)!r} would replace its rows: give this sweep "
+                                 f"its own hydra.sweep.dir (or out=)")
+        problem = results.hydra_config_problem(d)
+        if problem:
+            results.write_json(d / results.STATUS, {**status, "rerun": f"{problem} (before this command rewrote it)"})
 
 
 def validate(argv):
@@ -177,9 +243,15 @@ def validate(argv):
             importlib.import_module("harness.lmeval.rows").check_tasks(sorted(lm_eval_tasks))
         _check_writable(Path(str(OmegaConf.select(cfg, "out"))))
         sweep_dir = Path(OmegaConf.select(cfg, "hydra.sweep.dir")) if multirun else None
+        if multirun:
+            _check_writable(sweep_dir, "hydra.sweep.dir")
         launcher = str(OmegaConf.select(cfg, "hydra.launcher._target_"))
         if multirun and launcher == "None":
             raise ValueError(_missing_launcher(OmegaConf.select(cfg, "hydra.runtime.choices")["hydra/launcher"]))
+        dirs = _job_dirs(cfg, all_jobs, multirun)
+        if not multirun:
+            _check_writable(dirs[0].parent, "hydra.run.dir")
+        _scan(cfg, all_jobs, dirs)
     if multirun and distributed.launched() and not launcher.endswith(".BasicLauncher"):
         raise ValueError(f"under torchrun a sweep runs its jobs in turn inside the process group: use "
                          f"hydra/launcher=basic, not {launcher.rpartition('.')[2]}")
@@ -252,8 +324,36 @@ def cli(argv=None):
         distributed.teardown()
 
 
+def _main():
+    """Hydra's main, with its own errors raised here rather than printed as a traceback (HYDRA_FULL_ERROR);
+    returns None, or (exit code, the one line to print once progress bars are closed): a run dir Hydra cannot
+    write (its .hydra files: a full disk, a directory made read-only mid-sweep) is exit 1, Ctrl-C exit 130.
+    Finished runs are kept either way, and rerunning the command resumes."""
+    before = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        main()
+    except OSError as e:
+        return 1, (f"harness: error: {results.write_error(e)}; finished runs are kept: fix it, then rerun the "
+                   f"command to resume")
+    except KeyboardInterrupt:
+        return 130, "harness: interrupted; finished runs are kept, and rerunning the command resumes"
+    finally:
+        if before is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = before
+    return None
+
+
+def _stop(failure):
+    if failure:
+        print(failure[1], file=sys.stderr)
+        sys.exit(failure[0])
+
+
 def _cli(argv):
-    if not any(a in ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c", "--shell-completion") for a in argv):
+    if not any(a in NO_RUN_FLAGS for a in argv):
         try:
             sweep_dir, n_jobs = validate(argv)
         except Exception as e:  # noqa: BLE001 - any composition/validation error is the user's input
@@ -269,16 +369,19 @@ def _cli(argv):
             watcher = threading.Thread(target=_watch, args=(sweep_dir, n_jobs, stop), daemon=True)
             watcher.start()
             try:
-                main()
+                failure = _main()
             finally:
                 stop.set()
                 watcher.join(timeout=5)
+            _stop(failure)
             _wait_for_others(sweep_dir)
             failed = _failed(sweep_dir)
             if failed:  # the other runs are kept; the sweep still fails loudly
                 print(f"harness: error: {len(failed)} run(s) failed: " + "; ".join(failed), file=sys.stderr)
                 sys.exit(1)
             return
+        _stop(_main())
+        return
     main()
 
 

@@ -97,6 +97,22 @@ def check(cfg: Config):
         tasks.check(cfg.task, cfg.train.seq_len)
         model_lib.from_config(cfg.model, cfg.encoding)
     _check_device(cfg)
+    _check_threads(cfg)
+
+
+def _check_threads(cfg: Config):
+    """threads=N as torch takes it, by torch's own rule (tried, then put back): a count torch refuses is one line
+    before any job starts instead of a traceback at the run's start. The schema's range rule, where it has one,
+    comes first (harness.config.to_config)."""
+    if not cfg.threads:
+        return
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(cfg.threads)
+    except (RuntimeError, ValueError, TypeError) as e:
+        raise ValueError(f"threads={cfg.threads}: {str(e).strip().splitlines()[0]}") from None
+    finally:
+        torch.set_num_threads(before)
 
 
 def _check_device(cfg: Config):
@@ -118,51 +134,105 @@ def _log_wandb(cfg, run_dir, run_id, df, train_log, status):
     results.write_json(run_dir / results.STATUS, status)
 
 
-def _finished(run_dir, run_id, chash, cfg):
-    """The status of a finished run made by this config (resume skips it, first logging it to W&B if a
-    kill interrupted that), else None (saying why a finished run made by another config is run again)."""
-    if not results.finished(run_dir):
-        return None
-    status = results.read_status(run_dir)
-    if status.get("config_hash", chash) == chash:  # a run recorded before hashes existed is kept
-        print(f"skip {run_id}: finished ({status['status']}) rows exist in {run_dir}")
-        if status.get("wandb") == "pending" and cfg.wandb.mode != "disabled":
-            log = results.read_train_log(run_dir)
-            _log_wandb(cfg, run_dir, run_id, pd.read_parquet(run_dir / results.ROWS), log, status)
-        return status
-    print(f"rerun {run_id}: its resolved config changed since it ran (config hash {status['config_hash']} "
-          f"-> {chash}); its rows are replaced")
+def _stale(status, chash, code):
+    """Why a finished run's rows do not come from this config and this code (one phrase), or None."""
+    recorded = status.get("config_hash", chash)  # a status without one is caught by its missing code hash
+    if recorded != chash:
+        return f"its resolved config changed since it ran (config hash {recorded} -> {chash})"
+    if "code_hash" not in status:
+        return ("it ran before runs recorded their code (no code hash in its status.json), so its rows may come "
+                "from other code")
+    if status["code_hash"] != code:
+        return (f"the harness code changed since it ran (code hash {status['code_hash']} -> {code}: an edit under "
+                f"harness/ that its config does not show)")
     return None
+
+
+def _finished(run_dir, run_id, chash, cfg):
+    """The status of a whole finished run made by this config and this code (resume skips it, first logging it
+    to W&B if a kill interrupted that), else None, saying in one line why a finished run, or a run dir whose
+    files do not read back whole (results.check_run), is run again."""
+    status, problem = results.check_run(run_dir, cfg)
+    if problem:
+        print(f"rerun {run_id}: {problem}; the run is computed again")
+        return None
+    if status is None or status["status"] not in results.FINISHED:
+        return None
+    why = _stale(status, chash, results.run_code_hash(cfg))
+    if why:
+        print(f"rerun {run_id}: {why}; its rows are replaced")
+        return None
+    print(f"skip {run_id}: finished ({status['status']}) rows exist in {run_dir}")
+    if status.get("wandb") == "pending" and cfg.wandb.mode != "disabled":
+        log = results.read_train_log(run_dir)
+        _log_wandb(cfg, run_dir, run_id, pd.read_parquet(run_dir / results.ROWS), log, status)
+    return status
+
+
+def _cannot_write(run_dir, run_id, e: OSError):
+    """A run file could not be written (a full disk, a directory made read-only): one line; the run's status
+    says failed where that can still be written, else stays `running`: either way not finished, and
+    results.atomic_write left nothing half-written."""
+    line = results.write_error(e)
+    status = {"status": "failed", "message": f"{line}; free space or fix the permissions, then rerun the command",
+              "run_id": run_id}
+    try:
+        results.write_json(run_dir / results.STATUS, status)
+    except OSError:
+        pass  # the status still says 'running' (or nothing): a rerun computes the run
+    print(f"failed {run_id}: {status['message']}")
+    return status
 
 
 def run(cfg: Config, run_dir, run_id=None, progress=True, busy="wait"):
     """Run one job into run_dir; returns its status dict. Skips a finished run (resume). The run claims its
     dir first (harness.infra.runlock); when another live process holds it, busy='wait' waits for that process and
-    then skips or runs, busy='skip' returns {'status': 'busy'} at once (a sweep: its end waits for them)."""
+    then skips or runs, busy='skip' returns {'status': 'busy'} at once (a sweep: its end waits for them).
+    A run dir the harness cannot use (results.unusable: a file where it goes, ...) is a failed run, one line,
+    nothing written; a run file that cannot be written (a full disk) fails the run in one line."""
     run_dir = Path(run_dir)
     run_id = run_id or run_dir.name
     chash = results.config_hash(cfg)
-    if distributed.world_size() > 1:  # torchrun: the ranks run one job together; no lock between them
-        return _finished(run_dir, run_id, chash, cfg) or _run(cfg, run_dir, run_id, progress, chash)
-    while (lock := runlock.claim(run_dir)) is None:
-        if busy == "skip":
-            print(f"busy {run_id}: being computed by {runlock.describe(runlock.holder(run_dir) or {})}; "
-                  f"left to that process")
-            return {"status": "busy", "run_id": run_id}
-        runlock.wait(run_dir)
-    with lock:
-        job = _run if cfg.pretrained is None else _run_pretrained
-        return _finished(run_dir, run_id, chash, cfg) or job(cfg, run_dir, run_id, progress, chash)
+    problem = results.unusable(run_dir)
+    if problem:
+        print(f"failed {run_id}: {problem}")
+        return {"status": "failed", "message": problem, "run_id": run_id}
+    try:
+        if distributed.world_size() > 1:  # torchrun: the ranks run one job together; no lock between them
+            return _finished(run_dir, run_id, chash, cfg) or _run(cfg, run_dir, run_id, progress, chash)
+        while (lock := runlock.claim(run_dir)) is None:
+            if busy == "skip":
+                print(f"busy {run_id}: being computed by {runlock.describe(runlock.holder(run_dir) or {})}; "
+                      f"left to that process")
+                return {"status": "busy", "run_id": run_id}
+            runlock.wait(run_dir)
+        with lock:
+            results.clean_temp(run_dir)  # temp files of writes killed half-way; no one else writes here now
+            job = _run if cfg.pretrained is None else _run_pretrained
+            return _finished(run_dir, run_id, chash, cfg) or job(cfg, run_dir, run_id, progress, chash)
+    except OSError as e:  # the lock or a run file could not be written
+        return _cannot_write(run_dir, run_id, e)
+    except runlock.Unusable as e:  # a .lock that appeared as a directory after results.unusable looked
+        print(f"failed {run_id}: {e}")
+        return {"status": "failed", "message": str(e), "run_id": run_id}
+
+
+def _running(cfg, run_dir, run_id, chash):
+    """The status a run writes first (and carries to its end): config and code hashes, whether a checkpoint
+    is written."""
+    return {"status": "running", "run_id": run_id, "config_hash": chash, "code_hash": results.run_code_hash(cfg),
+            "checkpoint": bool(cfg.checkpoint and cfg.pretrained is None)}
 
 
 def _run_pretrained(cfg: Config, run_dir, run_id, progress, chash):
     """A pretrained-model job (harness.pretrained): nothing trained; its rows carry the window index in `seed`."""
     study = importlib.import_module("harness.pretrained.study")  # transformers: a heavy import, only here
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    results.write_json(run_dir / results.STATUS, {"status": "running", "run_id": run_id, "config_hash": chash})
+    running = _running(cfg, run_dir, run_id, chash)
+    results.write_json(run_dir / results.STATUS, running)
     t_start = time.perf_counter()
     try:
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
         measured, fields = study.rows(cfg.pretrained, progress, cfg.device)
     except Exception as e:  # noqa: BLE001 - recorded as 'failed', as a training run's failure is
         status = {"status": "failed", "message": f"{type(e).__name__}: {e}", "run_id": run_id,
@@ -170,8 +240,7 @@ def _run_pretrained(cfg: Config, run_dir, run_id, progress, chash):
         results.write_json(run_dir / results.STATUS, status)
         print(f"failed {run_id}: {status['message']}")
         return status
-    status = {"status": "ok", "message": "", "run_id": run_id, "config_hash": chash,
-              "wall_s": round(time.perf_counter() - t_start, 3)}
+    status = {**running, "status": "ok", "message": "", "wall_s": round(time.perf_counter() - t_start, 3)}
     df = results.complete(measured, {**results.base_row(cfg, run_id), "params": {}, **fields}, 0)
     results.write_rows(run_dir, df)
     if cfg.wandb.mode != "disabled":
@@ -183,17 +252,25 @@ def _run_pretrained(cfg: Config, run_dir, run_id, progress, chash):
 
 
 def _run(cfg: Config, run_dir, run_id, progress, chash):
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
+    try:
+        return _train_and_measure(cfg, run_dir, run_id, progress, chash)
+    except OSError as e:  # training and measuring record their own errors: this is a run file's write
+        return _cannot_write(run_dir, run_id, e)
+
+
+def _train_and_measure(cfg: Config, run_dir, run_id, progress, chash):
     device = torch.device(cfg.device)
     writer = distributed.rank() == 0  # under torchrun rank 0 measures and writes; the others only train
+    running = _running(cfg, run_dir, run_id, chash)
     if writer:
-        results.write_json(run_dir / results.STATUS, {"status": "running", "run_id": run_id, "config_hash": chash})
+        results.write_json(run_dir / results.STATUS, running)
     t_start = time.perf_counter()
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
     config_dict = to_dict(cfg)
     try:
+        if cfg.threads:  # inside: a count torch refuses fails this run in one line (harness.__main__ checks first)
+            torch.set_num_threads(cfg.threads)
         task = tasks.build(cfg.task, cfg.seed)
         net = model_lib.from_config(cfg.model, cfg.encoding).to(device)
         fit = train.fit(net, task, cfg.train, generator, device, progress, desc=f"train {cfg.encoding['name']}")
@@ -207,17 +284,16 @@ def _run(cfg: Config, run_dir, run_id, progress, chash):
     if not writer:
         return {"status": fit.status, "message": fit.message, "run_id": run_id, "rank": distributed.rank()}
     results.write_train_log(run_dir, fit.log)
-    status = {"status": fit.status, "message": fit.message, "run_id": run_id, "config_hash": chash,
-              "steps": fit.steps, "train_wall_s": round(fit.wall_s, 3), "task": task.describe(),
-              "world_size": distributed.world_size()}
+    status = {**running, "status": fit.status, "message": fit.message, "steps": fit.steps,
+              "train_wall_s": round(fit.wall_s, 3), "task": task.describe(), "world_size": distributed.world_size()}
     rows = [_rows("train_loss", r["loss"], "nats", step=r["step"]) for r in fit.log]
     rows += [_rows("train_wall_s", fit.wall_s, "s"), _rows("train_steps", fit.steps, "steps"),
              # the training loop's global-batch tokens/s: all ranks together under torchrun
              _rows("train_loop_tokens_per_s", fit.log[-1]["tokens"] / max(fit.wall_s, 1e-9) if fit.log else 0.0,
                    "tokens/s", world_size=distributed.world_size())]
+    if cfg.checkpoint:  # first: a measurement that fails later keeps the trained model (a failed write: _run)
+        results.write_checkpoint(run_dir, net.state_dict(), config_dict)
     try:
-        if cfg.checkpoint:  # first: a measurement that fails later keeps the trained model
-            results.write_checkpoint(run_dir, net.state_dict(), config_dict)
         if fit.status == "ok":
             measure(net, task, cfg, device, generator, progress, rows)
     except Exception as e:  # noqa: BLE001 - the run fails with its message; rows so far are kept

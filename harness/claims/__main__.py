@@ -1,9 +1,25 @@
 """CLI: `python -m harness.claims [--sweeps DIR] [--out DIR] [--only 3 7]`. With --only the table is
 printed, and claims.md is left as it is (it always holds every claim)."""
 import argparse
+import sys
 import time
+from pathlib import Path
 
+from harness import results
 from harness.claims import header, run, write
+
+
+def unreadable_checkpoint(sweeps):
+    """The first checkpoint under `sweeps` that does not read back whole (results.checkpoint_problem), as one
+    line naming it and what to do, or None. The trained claims load checkpoints as they go: a damaged one is
+    said here, before any claim is measured."""
+    root = Path(sweeps)
+    for path in sorted(root.rglob(results.CHECKPOINT)) if root.is_dir() else []:
+        problem, _ = results.checkpoint_problem(path)
+        if problem:
+            return (f"{problem}: rerun its sweep, which computes that run again (or move the run dir away), then "
+                    f"make claims")
+    return None
 
 
 def main(argv=None):
@@ -12,6 +28,10 @@ def main(argv=None):
     ap.add_argument("--out", default="results/claims", help="where claims.md and the plots go")
     ap.add_argument("--only", type=int, nargs="*", help="claim ids to run (default: all)")
     args = ap.parse_args(argv)
+    bad = unreadable_checkpoint(args.sweeps)
+    if bad:
+        print(f"harness.claims: error: {bad}", file=sys.stderr)
+        sys.exit(2)
     t = time.perf_counter()
     rows, ctx = run(args.sweeps, args.out, only=set(args.only or ()))
     if args.only:

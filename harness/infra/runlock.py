@@ -11,6 +11,7 @@ import json
 import os
 import secrets
 import socket
+import stat
 import sys
 import threading
 import time
@@ -26,25 +27,38 @@ def _path(run_dir) -> Path:
     return Path(run_dir) / LOCK
 
 
+class Unusable(ValueError):
+    """A .lock that is not a lock file (a directory, a FIFO): not ours to remove; one line naming it."""
+
+
 def holder(run_dir):
     """The lock's content ({pid, host, since, token} plus its heartbeat `age_s`), or None when unlocked.
-    A lock being written (empty or partial for a moment) reads as {'age_s': ...} alone."""
+    A lock being written (empty or partial for a moment), or one of garbage, reads as {'age_s': ...} alone.
+    Raises Unusable where .lock is not a regular file (reading a FIFO would block)."""
     p = _path(run_dir)
     try:
-        age = time.time() - p.stat().st_mtime
-        text = p.read_text()
+        st = p.lstat()
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise Unusable(f"{p} is {kind}, not a run lock: remove it")
+        age = time.time() - st.st_mtime
+        text = p.read_bytes().decode("utf-8", "replace")
     except FileNotFoundError:
         return None
     try:
         info = json.loads(text)
-    except json.JSONDecodeError:
+    except ValueError:
         info = {}
     return {**(info if isinstance(info, dict) else {}), "age_s": age}
 
 
 def alive(info) -> bool:
-    """Whether the lock described by `info` (from holder()) still has a live holder."""
+    """Whether the lock described by `info` (from holder()) still has a live holder. A heartbeat more than
+    STALE_S in the future (a clock ahead of this host's, a lock file copied with its times) proves nothing:
+    another host's such lock is stale; on this host its pid decides."""
     if info["age_s"] > STALE_S:
+        return False
+    if info["age_s"] < -STALE_S and info.get("host") != socket.gethostname():
         return False
     if info.get("host") != socket.gethostname() or "pid" not in info:
         return True  # another host (or a lock still being written): the heartbeat decides
@@ -111,8 +125,11 @@ def claim(run_dir):
                 return None
             now = holder(run_dir) or {}
             if now.get("token") == info.get("token"):  # still the lock judged stale, not a new one
-                print(f"{run_dir}: taking over the stale lock of {describe(info)} "
-                      f"(heartbeat {info['age_s']:.0f}s ago)", file=sys.stderr)
+                age = info["age_s"]
+                when = (f"{age:.0f}s ago" if age >= 0 else
+                        f"{-age:.0f}s in the future: a clock ahead of this host's")
+                print(f"{run_dir}: taking over the stale lock of {describe(info)} (heartbeat {when})",
+                      file=sys.stderr)
                 p.unlink(missing_ok=True)
             continue
         with os.fdopen(fd, "w") as f:
@@ -132,5 +149,13 @@ def wait(run_dir, say=print):
 
 
 def live_locks(root):
-    """Run dirs under root whose lock has a live holder."""
-    return sorted(p.parent for p in Path(root).glob(f"*/{LOCK}") if (i := holder(p.parent)) and alive(i))
+    """Run dirs under root whose lock has a live holder (a .lock that is no lock file holds nothing)."""
+    out = []
+    for p in Path(root).glob(f"*/{LOCK}"):
+        try:
+            info = holder(p.parent)
+        except Unusable:
+            continue
+        if info and alive(info):
+            out.append(p.parent)
+    return sorted(out)
