@@ -276,6 +276,13 @@ def main(argv=None):
     except (ValueError, FileNotFoundError) as e:  # the user's paths or options: exit 2, as harness and argparse
         print(f"harness.report: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except OSError as e:  # a full disk, an output dir that cannot be written: report.md is written whole or not at all
+        print(f"harness.report: error: {results.write_error(e)}; report.md is as it was", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("harness.report: interrupted; report.md is as it was (it is written whole or not at all)",
+              file=sys.stderr)
+        sys.exit(130)
     print(f"wrote {path}")
     err = log_summary(a.paths, path.parent, a.wandb)
     if err:
