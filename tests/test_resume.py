@@ -362,3 +362,27 @@ def test_shell_completion_queries_complete(tmp_path):
     p = subprocess.run([sys.executable, "-m", "harness", "-sc", "query=bash"], cwd=ROOT, capture_output=True,
                        text=True, timeout=120, env={**os.environ, "COMP_LINE": line, "COMP_POINT": str(len(line))})
     assert p.returncode == 0 and "encoding=rope" in p.stdout.split(), (p.stdout, p.stderr)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 KiB tmpfs (a disk with no room for a checkpoint), where this user may mount one; else skipped."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()[:100]}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def test_a_really_full_disk_fails_the_run_in_one_line_and_leaves_nothing_half_written(tmp_path, tiny, tiny_disk,
+                                                                                     capsys):
+    d = tiny_disk / "run"
+    status = runner.run(tiny(tmp_path), d, progress=False)
+    assert status["status"] == "failed"
+    (line,) = lines(capsys.readouterr().out, "failed ")
+    assert f"cannot write {d / results.CHECKPOINT}: No space left on device (ENOSPC)" in line
+    assert not results.finished(d) and not list(d.glob(".*.tmp")) and not (d / results.CHECKPOINT).exists()
