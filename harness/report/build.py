@@ -21,7 +21,6 @@ from harness.report import flex as report_flex
 from harness.report import lmeval as report_lmeval
 from harness.report import longctx as report_longctx
 from harness.report import precision as report_precision
-from harness.report import pretrained as report_pretrained
 from harness.report import summary as report_summary
 from harness.infra import wandb_sink
 from harness.measure.precision_pipelines import MAX_LEN
@@ -209,6 +208,7 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
     df = results.load(*paths)
     if df.empty:
         raise ValueError(f"no rows under {[str(p) for p in paths]}; run a sweep first (make sweep)")
+    from harness.report import pretrained as report_pretrained  # here: -m harness.report.pretrained imports it once
     if len(report_pretrained.prepare(df)) == len(df):  # only pretrained-model rows: their own report
         return report_pretrained.build(paths, out)
     raw, pretrained = df, df[df.params.str.contains('"pretrained"')]  # with trained runs: a section at the end
