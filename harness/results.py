@@ -294,12 +294,12 @@ def hydra_config_problem(run_dir):
     return None
 
 
-def check_run(run_dir, cfg=None):
+def check_run(run_dir):
     """(status or None, problem or None): whether run_dir holds a whole run. The problem (one phrase naming the
     file) where a file the run wrote does not read back whole: status.json (status_checked), rows.parquet of a
     finished run (rows_problem: the run's rows, at least one), checkpoint.pt (checkpoint_problem; missing where
-    the status says one was written, or cfg asks for one; with cfg, its config must be cfg's), .hydra/config.yaml;
-    rows or a checkpoint without a status. A status marked `rerun` by an earlier command says why."""
+    the status says one was written), .hydra/config.yaml; rows or a checkpoint without a status. A status marked
+    `rerun` by an earlier command says why. Whether the run is cfg's: checkpoint_of."""
     run_dir = Path(run_dir)
     status, problem = status_checked(run_dir)
     if problem:
@@ -315,17 +315,28 @@ def check_run(run_dir, cfg=None):
     if problem:
         return status, problem
     ckpt = run_dir / CHECKPOINT
-    wanted = status.get("checkpoint") or (cfg is not None and cfg.checkpoint and cfg.pretrained is None)
-    if os.path.lexists(ckpt) or wanted:
-        problem, ck_config = checkpoint_problem(ckpt)
+    if os.path.lexists(ckpt) or status.get("checkpoint"):
+        problem, _ = checkpoint_problem(ckpt)
         if problem:
             return status, problem
-        if cfg is not None:
-            from harness.config import to_dict
-            diff = config_difference(ck_config, to_dict(cfg))
-            if diff:
-                return status, f"{ckpt} holds another run's model ({diff})"
     return status, hydra_config_problem(run_dir)
+
+
+def checkpoint_of(run_dir, cfg):
+    """For a whole finished run (check_run) made by cfg's config hash: why its checkpoint is not cfg's run's (one
+    phrase naming it), or None: missing where cfg asks for one (it ran with checkpoint=false), or holding another
+    run's model (copied in from another run dir: its config differs from cfg's in what is measured)."""
+    ckpt = Path(run_dir) / CHECKPOINT
+    if cfg.pretrained is not None:
+        return None
+    if not os.path.lexists(ckpt):
+        return f"{ckpt} is missing (checkpoint=true asks for one)" if cfg.checkpoint else None
+    problem, ck_config = checkpoint_problem(ckpt)
+    if problem:
+        return problem
+    from harness.config import to_dict
+    diff = config_difference(ck_config, to_dict(cfg))
+    return f"{ckpt} holds another run's model ({diff})" if diff else None
 
 
 def finished(run_dir):

@@ -152,15 +152,27 @@ def _finished(run_dir, run_id, chash, cfg):
     """The status of a whole finished run made by this config and this code (resume skips it, first logging it
     to W&B if a kill interrupted that), else None, saying in one line why a finished run, or a run dir whose
     files do not read back whole (results.check_run), is run again."""
-    status, problem = results.check_run(run_dir, cfg)
+    status, problem = results.check_run(run_dir)
     if problem:
         print(f"rerun {run_id}: {problem}; the run is computed again")
         return None
     if status is None or status["status"] not in results.FINISHED:
         return None
+    other = str(status.get("run_id", "")).rpartition("/")[0]
+    if status.get("config_hash", chash) != chash and other and other != cfg.sweep:
+        # another sweep's run, with another config (two sweeps pointed at one hydra.sweep.dir, started together:
+        # harness.__main__ refuses this before any work when the first one has finished)
+        line = (f"{run_dir} holds a finished run of sweep {other!r} made with another config; sweep {cfg.sweep!r} "
+                f"does not replace its rows: give it its own hydra.sweep.dir (or out=)")
+        print(f"failed {run_id}: {line}")
+        return {"status": "failed", "message": line, "run_id": run_id}
     why = _stale(status, chash, results.run_code_hash(cfg))
     if why:
         print(f"rerun {run_id}: {why}; its rows are replaced")
+        return None
+    problem = results.checkpoint_of(run_dir, cfg)
+    if problem:
+        print(f"rerun {run_id}: {problem}; the run is computed again")
         return None
     print(f"skip {run_id}: finished ({status['status']}) rows exist in {run_dir}")
     if status.get("wandb") == "pending" and cfg.wandb.mode != "disabled":

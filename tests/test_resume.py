@@ -154,7 +154,7 @@ def test_a_spoiled_run_file_is_named_and_the_run_computed_again(run, capsys, cas
     if not (d / name).exists():
         (d / name).write_text("a: 1\n")  # the runner API writes no .hydra: a good one first
     spoil(d / name)
-    status, problem = results.check_run(d, cfg)
+    status, problem = results.check_run(d)
     assert problem and says in problem and str(d) in problem, problem
     assert not results.finished(d)
     assert runner.run(cfg, d, progress=False)["status"] == "ok"
@@ -162,7 +162,8 @@ def test_a_spoiled_run_file_is_named_and_the_run_computed_again(run, capsys, cas
     assert says in line and "computed again" in line
     if name.startswith(".hydra"):  # Hydra rewrites it at a job's start (the runner API writes no .hydra)
         (d / name).write_text("a: 1\n")
-    assert results.finished(d) and results.check_run(d, cfg) == (results.read_status(d), None)
+    assert results.finished(d) and results.check_run(d) == (results.read_status(d), None)
+    assert results.checkpoint_of(d, cfg) is None
 
 
 def test_a_checkpoint_of_another_encoding_is_not_this_runs(run, tmp_path, tiny):
@@ -171,7 +172,7 @@ def test_a_checkpoint_of_another_encoding_is_not_this_runs(run, tmp_path, tiny):
     assert runner.run(other, tmp_path / "alibi", progress=False)["status"] == "ok"
     shutil.copy(tmp_path / "alibi" / results.CHECKPOINT, d / results.CHECKPOINT)
     assert results.finished(d)  # a whole checkpoint: only the run's config tells it is another run's
-    _, problem = results.check_run(d, cfg)
+    problem = results.checkpoint_of(d, cfg)
     assert "holds another run's model (encoding.name alibi, not rope" in problem
 
 
@@ -179,14 +180,15 @@ def test_a_bom_in_status_json_is_not_damage(run):
     cfg, d = run
     p = d / results.STATUS
     p.write_bytes(b"\xef\xbb\xbf" + p.read_bytes())
-    assert results.check_run(d, cfg)[1] is None
+    assert results.check_run(d)[1] is None
 
 
 def test_no_checkpoint_is_needed_where_the_run_wrote_none(tmp_path, tiny):
     cfg = tiny(tmp_path, checkpoint=False)
     assert runner.run(cfg, tmp_path / "run", progress=False)["status"] == "ok"
     assert not (tmp_path / "run" / results.CHECKPOINT).exists() and results.finished(tmp_path / "run")
-    assert results.check_run(tmp_path / "run", cfg)[1] is None
+    assert results.check_run(tmp_path / "run")[1] is None and results.checkpoint_of(tmp_path / "run", cfg) is None
+    assert "checkpoint=true asks for one" in results.checkpoint_of(tmp_path / "run", tiny(tmp_path))
 
 
 def test_a_run_dir_in_the_way_is_one_line_and_no_work(tmp_path, tiny, monkeypatch, capsys):
@@ -386,3 +388,15 @@ def test_a_really_full_disk_fails_the_run_in_one_line_and_leaves_nothing_half_wr
     (line,) = lines(capsys.readouterr().out, "failed ")
     assert f"cannot write {d / results.CHECKPOINT}: No space left on device (ENOSPC)" in line
     assert not results.finished(d) and not list(d.glob(".*.tmp")) and not (d / results.CHECKPOINT).exists()
+
+
+def test_another_sweeps_run_with_another_config_is_not_replaced(tiny, tmp_path, monkeypatch, capsys):
+    cfg, d = tiny(tmp_path), tmp_path / "run"
+    assert runner.run(cfg, d, run_id="test/run", progress=False)["status"] == "ok"  # as harness names it
+    before = (d / results.ROWS).read_bytes()
+    monkeypatch.setattr(train, "fit", lambda *a, **k: pytest.fail("another sweep's run was replaced"))
+    mine = tiny(tmp_path, **{"sweep": "other", "train.lr": 1e-3})
+    status = runner.run(mine, d, progress=False)
+    assert status["status"] == "failed" and "holds a finished run of sweep 'test'" in status["message"]
+    assert (d / results.ROWS).read_bytes() == before and results.finished(d)
+    assert lines(capsys.readouterr().out, "failed ")
