@@ -219,8 +219,6 @@ def test_select_takes_ids_and_digit_strings():
     assert len(CLAIMS) == 24 and sorted(c.id for c in CLAIMS) == list(range(1, 25))
 
 
-@pytest.mark.xfail(reason="--only is parsed in harness/claims/__main__.py (type=int, nargs='*', no try): it needs "
-                          "select() and one stderr line there; owned by another change", strict=False)
 @pytest.mark.parametrize("argv, says", [(["--only", "999"], "--only 999: no such claim"),
                                         (["--only", "abc"], "--only 'abc' is not a claim number"),
                                         (["--only"], "--only")])

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from harness import results
-from harness.claims import header, run, write
+from harness.claims import header, run, select, write
 
 
 def unreadable_checkpoint(sweeps):
@@ -22,19 +22,32 @@ def unreadable_checkpoint(sweeps):
     return None
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line, as every other refusal of this CLI."""
+
+    def error(self, message):
+        print(f"harness.claims: error: {message}; see --help", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m harness.claims", description=__doc__)
+    ap = _Parser(prog="python -m harness.claims", description=__doc__)
     ap.add_argument("--sweeps", default="results/sweeps", help="dir holding sweeps default, base_ablation, claims")
     ap.add_argument("--out", default="results/claims", help="where claims.md and the plots go")
-    ap.add_argument("--only", type=int, nargs="*", help="claim ids to run (default: all)")
+    ap.add_argument("--only", nargs="+", metavar="N", help="claim numbers to run (default: all)")
     args = ap.parse_args(argv)
+    try:
+        only = select(args.only)  # before any work: unknown numbers and non-integers, naming the valid range
+    except ValueError as e:
+        print(f"harness.claims: error: {e}", file=sys.stderr)
+        return 2
     bad = unreadable_checkpoint(args.sweeps)
     if bad:
         print(f"harness.claims: error: {bad}", file=sys.stderr)
         sys.exit(2)
     t = time.perf_counter()
-    rows, ctx = run(args.sweeps, args.out, only=set(args.only or ()))
-    if args.only:
+    rows, ctx = run(args.sweeps, args.out, only=only)
+    if only:
         for claim, ev, v, reason in rows:
             print(f"\n{claim.id}. {claim.text}\n   evidence: {ev.summary}\n   verdict: {v}: {reason}")
         return
@@ -42,4 +55,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
