@@ -1,30 +1,35 @@
-"""How often the kernel-speed gate passes an unchanged tree and catches a 2x slowdown: N runs of each.
+"""How often the kernel-speed gate passes an unchanged tree and catches planted regressions: N runs of each.
 
-  python -m tests.gate_trials --n 20 [--keys cpu/fwd/half/float32/prefill ...]
-  python -m tests.gate_trials --estimate "AMD EPYC avx2"   # no runs: the pass rates the committed trials imply
+  python -m tests.gate_trials --n 20 [--keys cpu/fwd/half/float32/prefill ... | --keys all] [--busy 2]
+  python -m tests.gate_trials --estimate "AMD EPYC avx2"   # no runs: R's pass rates the committed trials imply
 
 Each trial is a fresh `python -m harness.measure.kernel_bench check` process (as `make bench-check` runs it);
-a planted trial wraps harness.rope.cpu.launch to run its kernel twice (tests/gate_support.py's PLANT).
-Prints one line per trial and the two counts; not part of make test (minutes)."""
+a planted trial runs tests/gate_support.py's PLANT (launch wrapped to run its kernel twice: 2x slower) or PLANT_WORK
+(the C kernel rebuilt to run every row's vector steps twice: 2x the instructions). --busy K keeps K
+`python -c "while 1: pass"` processes running throughout (two on a two-core machine: both cores busy).
+Prints one line per trial and the counts; not part of make test (minutes)."""
 import argparse
 import json
 import math
 import re
+import subprocess
 import sys
 
 import numpy as np
 import scipy.stats
 
 from harness.measure.kernel_gate import floors
-from tests.gate_support import BASELINE, PLANT, ROOT, gate
+from tests.gate_support import BASELINE, PLANT, PLANT_WORK, ROOT, gate
+
+PLANTS = {"unchanged": None, "2x slower": PLANT, "2x instructions": PLANT_WORK}
 
 
-def trial(planted, keys=None):
-    """(exit code, {key: best R}) of one gate run."""
-    run = gate(*(("-c", PLANT) if planted else ("-m", "harness.measure.kernel_bench")), keys=keys)
+def trial(plant, keys=None):
+    """(exit code, {key: best R}, {key: runs}, failure lines) of one gate run; plant: None or a child's code."""
+    run = gate(*(("-c", plant) if plant else ("-m", "harness.measure.kernel_bench")), keys=keys)
     best = dict(re.findall(r"^(\S+)\s+R best ([0-9.]+)", run.stdout, re.M))
     runs = dict(re.findall(r"^(\S+)\s+R best .* runs ([0-9. ]+)$", run.stdout, re.M))
-    return run.returncode, best, runs
+    return run.returncode, best, runs, re.findall(r"^KERNEL SPEED REGRESSION (.*)$", run.stdout, re.M)
 
 
 def estimate(doc, machine):
@@ -55,30 +60,44 @@ def print_estimate(machine):
     for key, (n, mean, sd, fl, fail, slow) in est.items():
         p_pass *= 1 - fail
         print(f"{key}: n {n}  R {mean:.3f} sd {sd:.3f}  floor {fl:.3f}  P(unchanged fails) {fail:.1e}  "
-              f"P(2x slower passes) {slow:.1e}")
+              f"P(2x slower passes R's floor) {slow:.1e}")
     print(f"P(an unchanged tree passes every key) = {p_pass:.6f} (keys independent; per 100 runs: "
           f"{100 * p_pass:.2f} expected passes)")
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=20)
-    ap.add_argument("--keys", nargs="*", help="baseline keys (default: the planted kernel's key)")
+    ap.add_argument("--n", type=int, default=20, help="unchanged trials")
+    ap.add_argument("--n-planted", type=int, help="trials of each plant (default: --n)")
+    ap.add_argument("--keys", nargs="*", help="baseline keys, or 'all': as make bench-check (default: the "
+                                              "planted kernel's key)")
+    ap.add_argument("--busy", type=int, default=0, help="busy-loop processes to keep running during the trials")
     ap.add_argument("--estimate", metavar="MACHINE", help="print the pass rates implied by the committed trial "
                                                           "samples of this machine entry, run nothing")
     a = ap.parse_args(argv)
     if a.estimate:
         print_estimate(a.estimate)
         return 0
-    counts = {}
-    for planted in (False, True):
-        for i in range(a.n):
-            code, best, runs = trial(planted, a.keys)
-            counts[planted] = counts.get(planted, 0) + (code == 0)
-            print(f"{'2x slower' if planted else 'unchanged'} {i + 1:3d}: exit {code}  " +
-                  "  ".join(f"{k} {v} (runs {runs.get(k, '?')})" for k, v in best.items()), flush=True)
-    print(f"unchanged passed {counts[False]}/{a.n}; 2x slower passed {counts[True]}/{a.n} (should be 0)")
-    return 0 if counts[False] == a.n and counts[True] == 0 else 1
+    keys = "all" if a.keys == ["all"] else a.keys
+    total = {name: a.n if plant is None or a.n_planted is None else a.n_planted for name, plant in PLANTS.items()}
+    busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(a.busy)]
+    passed = {}
+    try:
+        for name, plant in PLANTS.items():
+            for i in range(total[name]):
+                code, best, runs, failed = trial(plant, keys)
+                passed[name] = passed.get(name, 0) + (code == 0)
+                print(f"{name} {i + 1:3d}: exit {code}  " +
+                      "  ".join(f"{k} {v} (runs {runs.get(k, '?')})" for k, v in best.items()) +
+                      "".join(f"\n    {line}" for line in failed), flush=True)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    print("; ".join(f"{name} passed {passed.get(name, 0)}/{total[name]}" for name in PLANTS) +
+          f" (planted should be 0){f'; {a.busy} busy loops running' if a.busy else ''}")
+    return 0 if passed.get("unchanged", 0) == total["unchanged"] and not any(
+        passed.get(name, 0) for name, plant in PLANTS.items() if plant) else 1
 
 
 if __name__ == "__main__":

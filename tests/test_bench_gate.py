@@ -1,17 +1,22 @@
-"""The kernel-speed gate (`make bench-check`) fails on a planted 2x slowdown and passes on the tree as it is.
+"""The kernel-speed gate (`make bench-check`): instruction ceilings that load cannot move, loose R floors, and both
+fail a planted regression while the tree as it is passes.
 
-The slowdown is planted in a child process only: harness.rope.cpu.launch is wrapped to run its
-kernel twice (the extra pass a careless change would add), then the real CLI runs against the
-committed baseline. The child gets the same GLIBC_TUNABLES as `make bench-check`.
+The regressions are planted in a child process only (tests/gate_support.py): PLANT wraps harness.rope.cpu.launch
+to run its kernel twice (2x slower, 2x the instructions); PLANT_WORK builds the C kernel from a copy of csrc/ whose
+rows run their vector steps twice (about 2x the instructions, R barely moved). Then the real CLI runs against the
+committed baseline, with the same GLIBC_TUNABLES as `make bench-check`.
 """
 import json
-import math
 
 import pytest
 
+from harness.measure import kernel_icount
 from harness.measure.kernel_gate import compare, floors
-from harness.measure.kernel_spec import GATED
-from tests.gate_support import BASELINE, KEY, PLANT, ROOT, gate
+from harness.measure.kernel_spec import C_KEYS, CPU_BASELINE, GATED, LOOSE
+from tests.gate_support import BASELINE, KEY, PLANT, PLANT_WORK, ROOT, gate
+
+counts_here = pytest.mark.skipif(kernel_icount.unavailable() is not None,
+                                 reason=f"no instruction counts here: {kernel_icount.unavailable()}")
 
 
 def test_compare_flags_only_keys_below_their_floor():
@@ -21,23 +26,39 @@ def test_compare_flags_only_keys_below_their_floor():
         compare({"a": [1.0]}, {"a": 0.7, "b": 0.35})
 
 
-def test_floor_is_the_geometric_midpoint_of_the_slowest_run_and_half_the_fastest():
-    doc = {"R": {"a": 1.2, "b": 1.0, "gpu": 0.9},
-           "machines": {"m1": {"a": [1.0, 1.1], "b": [0.5, 0.6]}, "m2": {"a": [1.5, 1.2], "b": [1.1]}}}
-    with pytest.raises(ValueError, match=r"^b: R spreads 0.500..1.100 over machines \(>= 2x\)"):
-        floors(doc)
-    del doc["R"]["b"]
-    f = floors(doc)
-    assert f["a"] == pytest.approx((1.0 * 1.5 / 2) ** 0.5)  # unchanged >= 1.0 passes, 2x slower <= 0.75 fails
-    assert f["gpu"] == pytest.approx(0.7 * 0.9)  # no machines recorded: 30% below its R
+def test_floor_is_loose_where_instructions_gate_and_tight_elsewhere():
+    doc = {"R": {"a": 1.2, "b": 0.6}, "machines": {"m1": {"a": [1.0, 1.1]}}}
+    assert floors(doc) == pytest.approx({"a": 0.7 * 1.2, "b": 0.7 * 0.6})  # GPU baselines: 30% below R
+    doc["instructions"] = {"ceiling": {}}
+    assert floors(doc) == pytest.approx({"a": LOOSE * 1.2, "b": LOOSE * 0.6})  # CPU: LOOSE x R, machines aside
+
+
+def test_instruction_ceilings_flag_counts_above_them_and_counts_without_one():
+    ceiling = {"avx2": {"k1": 2.0, "k2": 3.0}, "avx512bf16": {"k1": 1.0}}
+    assert kernel_icount.compare({"avx2": {"k1": 1.99, "k2": 3.0}, "avx512bf16": {"k1": 0.5}}, ceiling) == []
+    assert kernel_icount.compare({"avx2": {"k1": 2.01, "k2": 1.0}}, ceiling) == [
+        "k1 [avx2]: 2.010 instructions per element > ceiling 2.000"]
+    assert kernel_icount.compare({"avx512bf16": {"k2": 0.1}, "new": {"k1": 0.1}}, ceiling) == [
+        "k2 [avx512bf16]: no instruction ceiling in the baseline (python -m harness.measure.kernel_bench ceilings)",
+        "k1 [new]: no instruction ceiling in the baseline (python -m harness.measure.kernel_bench ceilings)"]
+
+
+def test_recorded_ceilings_are_the_margin_over_the_counts_and_keep_other_levels():
+    old = {"instructions": {"per_element": {"avx512bf16": {"k": 1.0}, "avx2": {"k": 9.0}}}}
+    rec = kernel_icount.record(old, {"avx2": {"k": 2.0}}, "gcc 12")
+    assert rec["per_element"] == {"avx512bf16": {"k": 1.0}, "avx2": {"k": 2.0}}
+    assert rec["ceiling"] == {"avx512bf16": {"k": kernel_icount.MARGIN}, "avx2": {"k": 2 * kernel_icount.MARGIN}}
+    assert rec["compiler"] == "gcc 12" and 1 < kernel_icount.MARGIN < 2  # 2x the instructions always fails
 
 
 def test_baseline_is_committed_and_covers_the_gated_kernels():
     doc = json.loads((ROOT / BASELINE).read_text())
-    assert set(doc["R"]) == set(GATED)
+    assert set(GATED) <= set(doc["R"]) <= set(CPU_BASELINE)
     assert doc["meta"]["statistic"] == "median of runs" and doc["meta"]["runs"] >= 3
     assert "mmap_threshold=268435456" in doc["meta"]["glibc_tunables"]
-    assert len(doc["machines"]) >= 2 and set(floors(doc)) == set(GATED)  # every floor exists (spread < 2x)
+    ceilings = doc["instructions"]["ceiling"]
+    assert {"avx2", "avx512bf16"} <= set(ceilings)  # every vector level, whichever machine runs the gate
+    assert all(set(per) == set(C_KEYS) for per in ceilings.values())  # every dtype x layout x direction
 
 
 @pytest.mark.slow
@@ -50,24 +71,47 @@ def test_gate_passes_on_unchanged_tree():
 
 @pytest.mark.slow
 @pytest.mark.serial
+@counts_here
 def test_gate_fails_on_planted_slowdown():
     run = gate("-c", PLANT)
     assert run.returncode == 1, run.stdout + run.stderr
-    assert f"KERNEL SPEED REGRESSION {KEY}" in run.stdout
+    assert f"KERNEL SPEED REGRESSION {KEY} [" in run.stdout  # the instruction count: twice the ceiling's count
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+@counts_here
+def test_gate_fails_on_planted_double_work():
+    run = gate("-c", PLANT_WORK)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert f"KERNEL SPEED REGRESSION {KEY} [" in run.stdout and "instructions per element > ceiling" in run.stdout
 
 
 def test_gate_trials_estimate_reads_one_machine_and_brackets_the_floor():
     """tests/gate_trials.py --estimate: a key whose trials sit far above its floor almost never fails unchanged;
-    one whose trials straddle the floor fails about half the time (the t prediction is centred on the mean)."""
+    one whose trials straddle the floor fails about half the time (the t prediction is centred on the mean). With
+    LOOSE floors a 2x slower kernel passes R's floor: the instruction ceilings catch it, not R."""
     from tests.gate_trials import estimate
     far = [1.0, 1.02, 0.98, 1.01, 0.99]
-    doc = {"R": {"a": 1.0, "b": 1.0},
-           "machines": {"kind X trials": {"a": far, "b": far}, "kind Y": {"a": [0.75], "b": [1.9]}}}
+    doc = {"R": {"a": 1.0, "b": 2.0}, "instructions": {},
+           "machines": {"kind X trials": {"a": far, "b": [0.5, 0.7, 0.6, 0.65, 0.55]}, "kind Y": {"a": [0.75]}}}
     est = estimate(doc, "X trials")
-    n, mean, sd, floor, fail, slow = est["a"]  # floor sqrt(0.75 * 1.02 / 2) = 0.618: 22 sd below, 14 above R / 2
-    assert n == 5 and mean == pytest.approx(1.0) and floor == pytest.approx(math.sqrt(0.75 * 1.02 / 2))
-    assert fail < 1e-4 and slow < 1e-3  # t with 4 degrees of freedom: heavy tails
-    floor_b = est["b"][3]  # sqrt(0.98 * 1.9 / 2) = 0.965, inside the samples' spread
-    assert 0.05 < est["b"][4] < 0.5 and floor_b == pytest.approx(math.sqrt(0.98 * 1.9 / 2))
+    n, mean, sd, floor, fail, slow = est["a"]
+    assert n == 5 and mean == pytest.approx(1.0) and floor == pytest.approx(LOOSE * 1.0)
+    assert fail < 1e-4 and slow > 0.99  # t with 4 degrees of freedom: heavy tails
+    assert est["b"][3] == pytest.approx(LOOSE * 2.0) and 0.3 < est["b"][4] < 0.7  # floor 0.6 at the samples' mean
     with pytest.raises(ValueError, match="exactly one machine entry"):
         estimate(doc, "kind")
+
+
+def test_a_new_baseline_keeps_the_instruction_ceilings(tmp_path, monkeypatch):
+    """`kernel_bench baseline` rewrites R on a quiet machine; the counts and ceilings (`ceilings`) stay."""
+    from harness.measure import kernel_bench
+    path = tmp_path / "kernels-cpu.json"
+    old = {"R": {}, "machines": {"m": {}}, "instructions": {"ceiling": {"avx2": {KEY: 2.0}}}}
+    path.write_text(json.dumps(old))
+    monkeypatch.setattr(kernel_bench, "best_of", lambda keys, runs, device="cpu": {k: [1.0] * runs for k in keys})
+    monkeypatch.setattr(kernel_bench, "environment", lambda device: {"time": "t", "cpu": "c", "cpu_isa": "avx2"})
+    doc = kernel_bench.write_baseline(path, 3, (KEY,))
+    assert json.loads(path.read_text()) == doc and doc["instructions"] == old["instructions"]
+    assert doc["R"] == {KEY: 1.0} and set(doc["machines"]) == {"m", "c avx2 t"}

@@ -9,13 +9,13 @@ write dq, dk, table). Absolute times are reported too (p20/p50/p80 of the kernel
 Shapes, dtypes, targets and the gated keys: harness/measure/kernel_spec.py.
 
 CLI (the Makefile's bench-check / bench):
-  python -m harness.measure.kernel_bench check    [--baseline P] [--runs 3]  best of runs vs baseline; exit 1 on >30% drop
-  python -m harness.measure.kernel_bench baseline [--baseline P] [--runs 5]  median of runs -> P
+  python -m harness.measure.kernel_bench check    [--baseline P] [--runs 5]  instruction ceilings, then R floors; exit 1
+  python -m harness.measure.kernel_bench baseline [--baseline P] [--runs 5]  median of runs -> P (a quiet machine)
+  python -m harness.measure.kernel_bench ceilings [--baseline P]            instruction counts and ceilings -> P
   python -m harness.measure.kernel_bench report   JSON                      pytest-benchmark JSON -> CSV + PNG + targets
 """
 import argparse
 import json
-import os
 import pathlib
 import platform
 import statistics
@@ -25,9 +25,11 @@ import time
 import torch
 import torch._functorch.config  # noqa: F401  (donated_buffer, below)
 
+from harness.measure import kernel_icount
+from harness.measure.kernel_env import THREADS, environment
 from harness.measure.kernel_gate import compare, floors
 from harness.measure.kernel_report import report
-from harness.measure.kernel_spec import BASELINE, DROP, DTYPES, GATED, SHAPES, target
+from harness.measure.kernel_spec import BASELINE, C_KEYS, CPU_BASELINE, DROP, DTYPES, GATED, SHAPES, target
 from harness.rope.frequencies import frequencies
 from harness.rope.rotation import rotary_table
 
@@ -138,9 +140,6 @@ def quantile(xs, q):
     return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (i - lo)
 
 
-THREADS = int(os.environ.get("BENCH_THREADS", "1"))
-
-
 def measure(key, *, budget_s=0.5, device="cpu", threads=None):
     """Measure one `provider/mode/layout/dtype/shape` key: dict with p20/p50/p80 (s), copy p50, R.
 
@@ -169,35 +168,6 @@ def _measure(key, budget_s, device):
                 copy_p50=quantile(tc, 0.5), R=ratio, reps=len(tk), bytes=rope_bytes(q, k, cos, sin))
 
 
-def _cpu_isa():
-    """The C kernel's dispatch level here (harness/rope/cpu.py), or why there is none."""
-    from harness.rope import cpu
-    return cpu.unavailable() or cpu.isa()
-
-
-def _cpuinfo(field):
-    """The first `field` line of /proc/cpuinfo ('' where there is none)."""
-    try:
-        lines = pathlib.Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return ""
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith(field)), "")
-
-
-def environment(device="cpu"):
-    """What a benchmark number depends on, recorded next to it."""
-    env = dict(device=platform.processor() or platform.machine(), torch=torch.__version__, threads=THREADS,
-               glibc_tunables=os.environ.get("GLIBC_TUNABLES", ""), time=time.strftime("%Y-%m-%dT%H:%M:%S"))
-    if device == "cpu":
-        # the vector extensions the kernel's levels and the measured R depend on
-        flags = [f for f in _cpuinfo("flags").split() if f.startswith(("avx", "f16c", "fma", "amx"))]
-        env.update(cpu=_cpuinfo("model name"), cpu_isa=_cpu_isa(), cpu_flags=" ".join(flags))
-    if device == "cuda":
-        import triton
-        env.update(device=torch.cuda.get_device_name(), cuda=torch.version.cuda, triton=triton.__version__)
-    return env
-
-
 def measured_runs(keys, runs, budget_s=0.5, device="cpu"):
     """{key: [measure() of each run]}; runs interleave the keys so a noisy minute hits all of them."""
     out = {key: [] for key in keys}
@@ -212,16 +182,27 @@ def best_of(keys, runs, budget_s=0.5, device="cpu"):
     return {key: [m["R"] for m in ms] for key, ms in measured_runs(keys, runs, budget_s, device).items()}
 
 
+def icount_case(key, shape):
+    """kernel_icount's case: the benchmark's callable for key at shape, and the elements one call rotates."""
+    provider, mode, layout, dtype, _ = key.split("/")
+    q, k, cos, sin = inputs(shape, DTYPES[dtype])
+    return kernel_fn(provider, mode, q, k, cos, sin, layout), q.numel() + k.numel()
+
+
 def check(path=BASELINE, runs=5, keys=None):
-    """The CI gate: best of `runs` per key against its floor (harness.measure.kernel_gate); the failure lines."""
+    """The CI gate: instruction counts against their ceilings, then best of `runs` R per key against its floor
+    (harness.measure.kernel_gate); the failure lines."""
     doc = json.loads(pathlib.Path(path).read_text())
     floor = floors(doc)
-    floor = {key: floor[key] for key in (keys or floor)}
+    if [key for key in (keys or GATED) if key not in floor]:
+        raise ValueError(f"no baseline R for {[key for key in (keys or GATED) if key not in floor]} in {path}")
+    floor = {key: floor[key] for key in (keys or GATED)}
+    failures = kernel_icount.check(doc, keys or C_KEYS, icount_case)
     measured = best_of(list(floor), runs)
     for key in floor:
         print(f"{key:42s} R best {max(measured[key]):.3f}  baseline {doc['R'][key]:.3f}  "
               f"floor {floor[key]:.3f}  runs {' '.join(f'{r:.3f}' for r in measured[key])}")
-    return compare(measured, floor)
+    return failures + compare(measured, floor)
 
 
 def gpu_keys():
@@ -237,7 +218,7 @@ def _machine_name(env):
     return " ".join(filter(None, (env.get("cpu") or platform.node(), env.get("cpu_isa"), env["time"])))
 
 
-def write_baseline(path=BASELINE, runs=5, keys=GATED, device="cpu"):
+def write_baseline(path=BASELINE, runs=5, keys=CPU_BASELINE, device="cpu"):
     """Baseline = median R of `runs` runs per gated key, with the environment it was measured in."""
     measured = best_of(keys, runs, device=device)
     old = json.loads(pathlib.Path(path).read_text()) if pathlib.Path(path).exists() else {}
@@ -247,10 +228,11 @@ def write_baseline(path=BASELINE, runs=5, keys=GATED, device="cpu"):
                R={key: statistics.median(v) for key, v in measured.items()}, runs=measured,
                targets={key: target(key.split("/")[0], key.split("/")[1], key.split("/")[4], device)
                         for key in keys},
-               # every machine measured so far sets the gate's floors (kernel_gate); this one joins them
+               # every machine measured so far, a record of R's spread (kernel_gate); this one joins them
                machines={**old.get("machines", {}), _machine_name(env):
                          {key: [max(v)] for key, v in measured.items()}})
-    floors(doc)  # a spread of 2x or more over machines is an error now, not a gate that cannot work
+    if "instructions" in old:  # the counts and ceilings (`ceilings`) do not depend on the timing: kept
+        doc["instructions"] = old["instructions"]
     pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(path).write_text(json.dumps(doc, indent=1) + "\n")
     return doc
@@ -258,11 +240,11 @@ def write_baseline(path=BASELINE, runs=5, keys=GATED, device="cpu"):
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m harness.measure.kernel_bench", description=__doc__.split("\n")[0])
-    p.add_argument("command", choices=["check", "baseline", "report", "decode"])
+    p.add_argument("command", choices=["check", "baseline", "ceilings", "report", "decode"])
     p.add_argument("json", nargs="?", help="report: the pytest-benchmark JSON")
     p.add_argument("--baseline", default=str(BASELINE))
     p.add_argument("--runs", type=int)
-    p.add_argument("--keys", nargs="*", help="check only these baseline keys")
+    p.add_argument("--keys", nargs="*", help="check only these keys (default: R of GATED, instructions of C_KEYS)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="baseline on cuda: every GPU provider on prefill_large (results/baselines/kernels-<gpu>.json)")
     a = p.parse_args(argv)
@@ -279,14 +261,21 @@ def main(argv=None):
         for key, us in doc["us"].items():
             print(f"{key:45s} {us:8.1f} us per call  (R {doc['R_median'][key]:.3f})")
         print(f"wrote {path}")
+    elif a.command == "ceilings":  # instruction counts and ceilings into the baseline (kernel_icount.py)
+        for level, per in kernel_icount.write(a.baseline, C_KEYS, icount_case)["per_element"].items():
+            for key, n in per.items():
+                print(f"{key:45s} [{level}] {n:.3f} instructions per element")
     elif a.command == "baseline":
-        keys = gpu_keys() if a.device == "cuda" else GATED
+        keys = gpu_keys() if a.device == "cuda" else CPU_BASELINE
         doc = write_baseline(a.baseline, a.runs or 5, keys, a.device)
         for key, r in doc["R"].items():
             tgt = doc["targets"][key]
             print(f"{key:45s} R {r:.3f}" + ("" if tgt is None else f"  target {tgt:.2f} {'met' if r >= tgt else 'MISSED'}"))
     else:
-        failures = check(a.baseline, a.runs or 5, a.keys)
+        try:
+            failures = check(a.baseline, a.runs or 5, a.keys)
+        except ValueError as e:  # keys the baseline lacks
+            p.error(str(e))
         for line in failures:
             print(f"KERNEL SPEED REGRESSION {line}")
         print("bench-check: " + ("FAILED" if failures else "passed"))

@@ -1,22 +1,16 @@
-"""The kernel-speed gate's floors (`make bench-check`), set from the spread of R over machines of one kind.
+"""The kernel-speed gate's R floors (`make bench-check`).
 
-The gate's statistic is the best R of 5 runs in one process. It differs between machines of the same kind by
-up to 1.5x (memory bandwidth, clocks, neighbours), more than a fixed fraction of one machine's baseline can
-absorb. So the committed baseline JSON keeps, under "machines", samples of that statistic from every machine it
-was measured on (one per gate or baseline run), and the floor of a key is the geometric midpoint between
+R (kernel bytes/s over copy_ bytes/s, best of 5 runs in one process) is what a user of the kernel cares about,
+but it is a timing: on a machine at load average 15 it read from 0.09 to 4.7 for an unchanged tree, and it differs
+between machines of one kind by up to 1.5x. So on the CPU the gate rests on a statistic load cannot move,
+instructions per element of the C kernel against committed ceilings (harness/measure/kernel_icount.py), and R's
+floor is only LOOSE x the committed R: it catches a kernel several times slower (or one that fell back to a slow
+path), never a busy machine. A baseline without instruction counts (the GPU JSONs) keeps the tight floor
+(1 - DROP) x its R.
 
-  lo = the lowest sample (what an unchanged tree measured on the slowest machine seen), and
-  hi / 2 = half the highest sample (the most a kernel made 2x slower can measure on the fastest):
-
-  floor = sqrt(lo * hi / 2).
-
-An unchanged tree passes with margin sqrt(2 lo / hi) over the slowest sample, and a 2x slower kernel fails
-by the same margin on the fastest machine, as long as hi < 2 lo (else `floors` raises: no floor does both).
-`python -m tests.gate_trials` counts both. A JSON without machines (the GPU baselines) falls back to
-(1 - DROP) x its R."""
-import math
-
-from harness.measure.kernel_spec import DROP
+The baseline JSON also keeps, under "machines", samples of the best-of-5 R from every machine and trial it was
+measured on (`spread`; `python -m tests.gate_trials --estimate` reads them)."""
+from harness.measure.kernel_spec import DROP, LOOSE
 
 
 def spread(doc, key):
@@ -28,20 +22,9 @@ def spread(doc, key):
 
 
 def floors(doc):
-    """{key: floor} for every key of doc["R"]; ValueError where the machines spread 2x or more (then no floor
-    both passes every machine unchanged and fails a 2x slowdown)."""
-    out = {}
-    for key, ref in doc["R"].items():
-        s = spread(doc, key)
-        if s is None:
-            out[key] = (1 - DROP) * ref
-            continue
-        lo, hi = s
-        if hi >= 2 * lo:
-            raise ValueError(f"{key}: R spreads {lo:.3f}..{hi:.3f} over machines (>= 2x): no floor passes the "
-                             f"slowest unchanged run and fails a 2x slowdown on the fastest")
-        out[key] = math.sqrt(lo * hi / 2)
-    return out
+    """{key: floor} for every key of doc["R"]: LOOSE x R where doc has instruction ceilings, else (1 - DROP) x R."""
+    scale = LOOSE if "instructions" in doc else 1 - DROP
+    return {key: scale * ref for key, ref in doc["R"].items()}
 
 
 def compare(measured, floor):

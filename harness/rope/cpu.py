@@ -10,7 +10,8 @@ The C source is csrc/rope_cpu.c. A cached library is loaded only after its sidec
 these sources, compiler and flags and its bytes still have the sha256 recorded at build time (else rebuilt).
 Runtime dispatch (`isa`): one library holds a portable level and an AVX2 level with explicit bf16/fp16
 conversions (before it, gcc's scalar conversions held bf16 at R ~0.3 and fp16 at ~0.15 where fp32 reached
-~1.1); the widest level the CPU has runs, and the levels agree bit for bit (NaN payloads aside in fp32/fp16).
+~1.1); the widest level the CPU has runs (`avx512bf16`: AVX-512 BF16 where the CPU has it), and the levels
+agree bit for bit, NaN payloads included.
 fp32 math for fp32/bf16/fp16 I/O (bf16 rounds to nearest even like torch); fp64 in fp64 (gradcheck).
 Needs x86 (AVX intrinsics), gcc (#pragma GCC target) and OpenMP: where it cannot be built or loaded (no
 compiler, macOS clang without -fopenmp, ARM), `unavailable()` says why in one line and impl='auto' falls
@@ -32,14 +33,14 @@ import tempfile
 import torch
 
 CSRC = pathlib.Path(__file__).with_name("csrc")
-SOURCES = ("rope_cpu.c", "rope_body.h", "rope_avx2.h")  # rope_cpu.c includes the others
+SOURCES = ("rope_cpu.c", "rope_body.h", "rope_avx2.h", "rope_avx512.h")  # rope_cpu.c includes the others
 # No -march: one library for every x86-64 CPU; the AVX2 and AVX-512 levels are compiled under
 # `#pragma GCC target` and chosen at run time (`isa`). -ffp-contract=off: no level contracts a c - b s
 # into an FMA, so all levels round alike (bit-identical outputs).
 FLAGS = ["-O3", "-fopenmp", "-ffp-contract=off", "-shared", "-fPIC"]
 SYMBOLS = {torch.float32: "rope_f32", torch.float64: "rope_f64", torch.float16: "rope_f16",
            torch.bfloat16: "rope_bf16"}
-ISAS = ("generic", "avx2")  # rope_isa_supported() returns an index into this
+ISAS = ("generic", "avx2", "avx512bf16")  # rope_isa_supported() returns an index into this
 GENERIC_ONLY = (torch.float64,)  # gradcheck's dtype has the portable level only
 X86 = ("x86_64", "amd64", "i386", "i686")
 _LIB, _FAILED, _ISA = [], [], []  # the loaded library, or the one-line reason it could not be had (never retried)

@@ -28,7 +28,7 @@ def _record(benchmark, provider, mode, layout, dtype, shape, m):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("mode", ["fwd", "bwd"])
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -42,7 +42,7 @@ def test_rope(benchmark, provider, mode, layout, dtype, shape):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_copy(benchmark, dtype, shape):
     """The yardstick itself (R = 1 by definition, up to the table bytes a kernel also reads)."""
     q, k, _, _ = inputs(shape, DTYPES[dtype], DEVICE)

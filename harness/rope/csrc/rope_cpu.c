@@ -1,41 +1,88 @@
 /* The CPU RoPE kernel: one pass over q (and k) that reads each element once and writes it once.
 
-   Runtime dispatch: rope_body.h is compiled once per level, for the portable x86-64 baseline (`generic`)
-   and for AVX2+FMA+F16C (`avx2`, under `#pragma GCC target`); the library is built without -march=native,
-   so one .so runs on every x86-64 CPU and harness/rope/cpu.py calls the widest level rope_isa_supported()
-   reports (HARNESS_ROPE_ISA picks a narrower one). There is no AVX-512 level: AVX2 already streams fp32
-   at the copy_ bandwidth, and a level no machine here can execute would ship untested.
+   Runtime dispatch: rope_body.h is compiled once per level: the portable x86-64 baseline (`generic`),
+   AVX2+FMA+F16C (`avx2`) and AVX-512 F/BW/DQ/VL + BF16 (`avx512bf16`: vcvtne2ps2bf16 for bf16, vcvtps2ph on
+   zmm for fp16), the last two under `#pragma GCC target`; the library is built without -march=native, so one
+   .so runs on every x86-64 CPU and harness/rope/cpu.py calls the widest level rope_isa_supported() reports
+   (HARNESS_ROPE_ISA picks a narrower one).
 
-   Every level computes (a c - b s, b c + a s) with each product rounded to fp32 (-ffp-contract=off), then
-   one rounding to the I/O dtype: bf16 round-to-nearest-even with NaN kept NaN (quiet bit set, sign and
-   payload kept), fp16 IEEE round-to-nearest-even. So the levels agree bit for bit, and the bf16/fp16
-   outputs equal torch's .to(dtype) of the fp32 result (tests/test_rope_isa.py). */
+   Every level gives the same bits, NaN payloads included (tests/test_rope_avx512.py). The maths, per pair:
+     s' = sign x s,  y = (a x c) - (b x s'),  z = (b x c) + (a x s'),
+   each operation rounded to fp32 (-ffp-contract=off: no FMA), then one rounding to the I/O dtype: bf16
+   round-to-nearest-even with NaN kept NaN (quiet bit set, sign and upper payload kept), fp16 IEEE
+   round-to-nearest-even (F16C's and libgcc's conversions agree, NaN payloads included). The NaN an operation
+   gives is pinned by operand order as written above, with x86's rule: the first NaN operand, quieted; else
+   (inf - inf, 0 x inf) the default NaN 0xFFC00000. Compilers may swap the operands of a commutative vector
+   add or multiply, which changes which NaN comes out; so every vector step checks its results, and a step
+   that holds a NaN (or, for vcvtne2ps2bf16, which flushes fp32 denormals to zero, a denormal) is redone by
+   the scalar pairs below, whose mul_/sub_/add_ select the NaN explicitly. The check costs one compare or
+   class test per vector; NaN and denormal outputs are rare, so the scalar redo is too. */
 #include <stdint.h>
 #include <string.h>
 #include <omp.h>
 #include <immintrin.h>
 
 typedef _Float16 f16;
-static inline float bf16_load(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+#define QUIET 0x00400000u
+#define DEFAULT_NAN 0xFFC00000u  /* x86's result of an invalid operation */
+static inline uint32_t fbits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bitsf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+/* the NaN of the x86 operation u op v (when it is NaN): the first NaN operand, quieted, else the default NaN */
+static inline float nan_of(float u, float v) {
+  return bitsf(u != u ? fbits(u) | QUIET : v != v ? fbits(v) | QUIET : DEFAULT_NAN);
+}
+static inline float mul_f(float u, float v) { float r = u * v; return r == r ? r : nan_of(u, v); }
+static inline float sub_f(float u, float v) { float r = u - v; return r == r ? r : nan_of(u, v); }
+static inline float add_f(float u, float v) { float r = u + v; return r == r ? r : nan_of(u, v); }
+/* fp64 (gradcheck's dtype, generic level only): plain arithmetic */
+static inline double mul_d(double u, double v) { return u * v; }
+static inline double sub_d(double u, double v) { return u - v; }
+static inline double add_d(double u, double v) { return u + v; }
+#define MUL(u, v) _Generic((u), double: mul_d, default: mul_f)(u, v)
+#define SUB(u, v) _Generic((u), double: sub_d, default: sub_f)(u, v)
+#define ADD(u, v) _Generic((u), double: add_d, default: add_f)(u, v)
+
+static inline float bf16_load(uint16_t h) { return bitsf((uint32_t)h << 16); }
 static inline uint16_t bf16_store(float f) {
-  uint32_t u; memcpy(&u, &f, 4);
+  uint32_t u = fbits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);  /* quiet NaN */
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);                 /* round to nearest even */
 }
 #define ID(v) (v)
-/* Outputs above this many bytes are streamed (non-temporal stores) where the level has them. */
+#define TO_F32(v) ((float)(v))
+#define TO_F16(v) ((f16)(v))
+/* Out-of-place outputs above this many bytes are streamed (non-temporal stores) where the level has them. */
 #define STREAM_MIN (1 << 22)
 #define CAT_(a, b) a##_##b
 #define CAT(a, b) CAT_(a, b)
 #define FN(name) CAT(name, ISA)
 
-/* ---- generic: plain C; the compiler vectorizes what it can for the baseline target ---- */
+/* Pairs [j0, j1) of one row, scalar: pair j is (p1 j, p1 j + p2) (half: 1, half; interleaved: 2, 1), D strides
+   xd, yd. The tail of a row the vector steps leave, the strided-D path, and the redo of a flagged vector step. */
+#define SCALAR(TAG, T_IO, T_MATH, LOAD, STORE)                                                           \
+static __attribute__((noinline)) void FN(CAT(pairs, TAG))(const T_IO *xr, T_IO *o, const T_MATH *cr, const T_MATH *sr,      \
+                                       int64_t j0, int64_t j1, T_MATH sign, int64_t p1, int64_t p2,       \
+                                       int64_t xd, int64_t yd) {                                          \
+  for (int64_t j = j0; j < j1; j++) {                                                                    \
+    const int64_t d1 = p1 * j, d2 = p1 * j + p2;                                                         \
+    const T_MATH a = LOAD(xr[d1 * xd]), b = LOAD(xr[d2 * xd]), c = cr[j], s = MUL(sign, sr[j]);          \
+    o[d1 * yd] = STORE(SUB(MUL(a, c), MUL(b, s)));                                                       \
+    o[d2 * yd] = STORE(ADD(MUL(b, c), MUL(a, s)));                                                       \
+  }                                                                                                      \
+}
+#define SCALARS                                           \
+  SCALAR(f32, float, float, ID, ID)                       \
+  SCALAR(f16, f16, float, TO_F32, TO_F16)                 \
+  SCALAR(bf16, uint16_t, float, bf16_load, bf16_store)
+
+/* ---- generic: plain C for the baseline target ---- */
 #define ISA generic
 #define LINE 0
-static inline void stream_row_generic(void *dst, const void *src, int64_t n) { memcpy(dst, src, n); }
+SCALARS
+SCALAR(f64, double, double, ID, ID)
 /* vector steps: none; each returns how many pairs it did */
-#define VHALF(TAG, xr, o, cr, sr, half, sign) 0
-#define VINTER(TAG, xr, o, cr, sr, half, sign) 0
+#define VHALF(TAG, xr, o, cr, sr, half, neg, stream) 0
+#define VINTER(TAG, xr, o, cr, sr, half, neg, stream) 0
 #include "rope_body.h"
 #undef ISA
 #undef LINE
@@ -47,17 +94,31 @@ static inline void stream_row_generic(void *dst, const void *src, int64_t n) { m
 #pragma GCC target("avx2,fma,f16c")
 #define ISA avx2
 #define LINE 32
+SCALARS
 #include "rope_avx2.h"
-static inline void stream_row_avx2(void *dst, const void *src, int64_t n) {
-  for (int64_t i = 0; i < n; i += 32)
-    _mm256_stream_si256((__m256i *)((char *)dst + i), _mm256_load_si256((const __m256i *)((const char *)src + i))); }
-#define VHALF(TAG, xr, o, cr, sr, half, sign) CAT(vhalf, TAG)(xr, o, cr, sr, half, sign)
-#define VINTER(TAG, xr, o, cr, sr, half, sign) CAT(vinter, TAG)(xr, o, cr, sr, half, sign)
+#define VHALF(TAG, xr, o, cr, sr, half, neg, stream) FN(CAT(vhalf, TAG))(xr, o, cr, sr, half, neg, stream)
+#define VINTER(TAG, xr, o, cr, sr, half, neg, stream) FN(CAT(vinter, TAG))(xr, o, cr, sr, half, neg, stream)
+#include "rope_body.h"
+#pragma GCC pop_options
+#undef ISA
+#undef LINE
+
+/* ---- avx512bf16: 16 floats a vector, hardware bf16 rounding ---- */
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
+#define ISA avx512bf16
+#define LINE 64
+SCALARS
+#include "rope_avx512.h"
 #include "rope_body.h"
 #pragma GCC pop_options
 
-/* 1: avx2, 0: generic; the widest level this CPU runs */
+/* 2: avx512bf16, 1: avx2, 0: generic; the widest level this CPU runs */
 int rope_isa_supported(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+    return 0;
+  return 1 + (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+              __builtin_cpu_supports("avx512bf16"));
 }
