@@ -113,7 +113,8 @@ CASES = [
     Case("two identical runs at once", harness(), line=r"^ok ", stream="out", copies=2, rows="base",
          check=one_trains),
     Case("unknown C kernel level (HARNESS_ROPE_ISA)", harness(), rc=2, setup=kernel_level("avx512"),
-         line=r"^harness: error: HARNESS_ROPE_ISA='avx512': unknown level; choose one of \['generic', 'avx2'\]$"),
+         line=r"^harness: error: HARNESS_ROPE_ISA='avx512': unknown level; choose one of "
+               r"\['generic', 'avx2', 'avx512bf16'\]$"),
     Case("stale lock (dead pid on this host)", harness(), line=r"taking over the stale lock of pid \d+",
          setup=stale_lock, rows="base", check=finished_ok),
 ]

@@ -118,7 +118,7 @@ def test_an_unknown_or_missing_level_is_refused_in_one_line(monkeypatch):
     monkeypatch.setattr(cpu, "_ISA", [])
     monkeypatch.setenv("HARNESS_ROPE_ISA", "avx512")
     with pytest.raises(ValueError, match=r"^HARNESS_ROPE_ISA='avx512': unknown level; choose one of "
-                                         r"\['generic', 'avx2'\]$"):
+                                         r"\['generic', 'avx2', 'avx512bf16'\]$"):
         cpu.isa()
     monkeypatch.setattr(cpu, "_ISA", [])
     monkeypatch.setenv("HARNESS_ROPE_ISA", "generic")
