@@ -78,7 +78,10 @@ class _Rotate(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         cos, sin = ctx.saved_tensors
-        gx = _Rotate.apply(ctx.launch, ctx.interleaved, -ctx.sign, False, cos, sin, *grads)
+        if torch.is_grad_enabled():  # create_graph: the gradient is itself differentiable
+            gx = _Rotate.apply(ctx.launch, ctx.interleaved, -ctx.sign, False, cos, sin, *grads)
+        else:  # the usual backward: the kernel alone, without a second autograd node around it
+            gx = _run(ctx.launch, ctx.interleaved, -ctx.sign, False, cos, sin, grads)
         return (None, None, None, None, None, None, *gx)
 
 
