@@ -25,7 +25,7 @@ from harness import model as model_lib
 from harness.lmeval.model import HarnessLM, load_run
 from harness.measure import extrapolation
 
-from tests.lmeval_runs import OFFLINE, ROOT, sweep_dir, train_into
+from tests.lmeval_runs import OFFLINE, ROOT, run_into, sweep_dir, train_into
 from tests.lmeval_runs import cfg as _cfg
 
 
@@ -285,7 +285,9 @@ def test_errors_are_one_line(run_dir):
         lm_eval_rows.task_manager(["no_such_task"])
 
 
-def test_evaluate_writes_rows_into_the_run(run_dir):
+def test_evaluate_writes_rows_into_the_run(tmp_path):
+    run_dir = run_into(tmp_path / "run")  # a finished run: make eval adds to its rows, never to a bare checkpoint
+    trained = results.load(run_dir)
     kw = dict(lens=[16], limit=2, wandb_mode="disabled", progress=False)
     new = lm_eval_rows.evaluate(run_dir, ["kv_recall", "pystdlib_ppl"], **kw)
     assert list(new.columns) == results.COLUMNS
@@ -295,7 +297,7 @@ def test_evaluate_writes_rows_into_the_run(run_dir):
     assert ("pystdlib_ppl/byte_perplexity", 16, "lm_eval:sliding8") in got
     lm_eval_rows.evaluate(run_dir, ["kv_recall", "pystdlib_ppl"], **kw)  # again: replaced, not duplicated
     df = results.load(run_dir)
-    assert len(df) == len(new) and set(df.metric) == set(new.metric)
+    assert len(df) == len(trained) + len(new) and set(df.metric) == set(trained.metric) | set(new.metric)
 
 
 def readme_command():

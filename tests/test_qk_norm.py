@@ -59,7 +59,8 @@ def test_l2_is_llama4_weightless_norm_after_the_rotation():
 def test_every_encoding_trains_with_qk_norm(name, kind):
     """l2 leaves every head's q and k with RMS 1 whatever the encoding did; rms gets gradients to its gains."""
     torch.manual_seed(0)
-    cfg = ModelConfig(n_layers=1, d_model=H * D, n_heads=H, qk_norm=kind)
+    # 2 layers: the per-layer policies' default cycles need that many (their constructors refuse fewer)
+    cfg = ModelConfig(n_layers=2, d_model=H * D, n_heads=H, qk_norm=kind)
     net = from_config(cfg, {"name": name})
     idx = torch.randint(0, 256, (2, T))
     loss = torch.nn.functional.cross_entropy(net(idx).flatten(0, 1), idx.flatten())
