@@ -248,12 +248,25 @@ def main(argv=None):
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="baseline on cuda: every GPU provider on prefill_large (results/baselines/kernels-<gpu>.json)")
     a = p.parse_args(argv)
+    if a.runs is not None and a.runs < 1:
+        p.error(f"--runs must be >= 1, got {a.runs}")
+    try:
+        return _command(p, a)
+    except (OSError, ValueError) as e:  # a baseline or report file that is missing or not JSON: one line, exit 2
+        print(f"{p.prog}: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _command(p, a):
     if a.command != "report":  # a report's environment is the one recorded in its JSON rows
         print(f"environment: {environment(a.device)}")
     if a.command == "report":
         if not a.json:
             p.error("report needs the pytest-benchmark JSON path")
-        report(a.json)
+        try:
+            report(a.json)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{a.json} is not a pytest-benchmark JSON ({e})") from e
     elif a.command == "decode":  # time per call of the one-token rotation (harness/measure/kernel_decode.py)
         from harness.measure import kernel_decode
         path = f"results/baselines/decode-{a.device}.json"
@@ -272,10 +285,7 @@ def main(argv=None):
             tgt = doc["targets"][key]
             print(f"{key:45s} R {r:.3f}" + ("" if tgt is None else f"  target {tgt:.2f} {'met' if r >= tgt else 'MISSED'}"))
     else:
-        try:
-            failures = check(a.baseline, a.runs or 5, a.keys)
-        except ValueError as e:  # keys the baseline lacks
-            p.error(str(e))
+        failures = check(a.baseline, a.runs or 5, a.keys)  # keys the baseline lacks: ValueError, one line
         for line in failures:
             print(f"KERNEL SPEED REGRESSION {line}")
         print("bench-check: " + ("FAILED" if failures else "passed"))
