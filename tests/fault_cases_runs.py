@@ -57,6 +57,8 @@ else:
 # `python -c SIGINT_AT <file name> args...` (report): Ctrl-C arrives while that file's temp copy is being written.
 SIGINT_AT = r"""
 import os, signal, sys
+# as in a terminal: a battery started in the background (nohup, `&`) hands its children SIGINT ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
 name = sys.argv.pop(1)
 real_fsync = os.fsync
 def fsync(fd):
