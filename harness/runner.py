@@ -19,7 +19,7 @@ from harness.infra import distributed
 from harness.infra import runlock
 from harness.infra import wandb_sink
 from harness.config import Config, protocol_list, to_dict
-from harness.measure import attention, decode_bench, effective_length, extension, extrapolation, memory
+from harness.measure import attention, cost, decode_bench, effective_length, extension, extrapolation, memory
 from harness.measure import precision_model, throughput
 
 
@@ -303,6 +303,7 @@ def _train_and_measure(cfg: Config, run_dir, run_id, progress, chash):
              # the training loop's global-batch tokens/s: all ranks together under torchrun
              _rows("train_loop_tokens_per_s", fit.log[-1]["tokens"] / max(fit.wall_s, 1e-9) if fit.log else 0.0,
                    "tokens/s", world_size=distributed.world_size())]
+    rows += _cost_rows(net, cfg, fit.log[-1]["tokens"] if fit.log else 0)
     if cfg.checkpoint:  # first: a measurement that fails later keeps the trained model (a failed write: _run)
         results.write_checkpoint(run_dir, net.state_dict(), config_dict)
     try:
@@ -321,6 +322,16 @@ def _train_and_measure(cfg: Config, run_dir, run_id, progress, chash):
     reason = f" ({status['message']})" if status["status"] == "failed" else ""
     print(f"{status['status']} {run_id}{reason}: {len(df)} rows in {status['wall_s']:.1f}s -> {run_dir}")
     return status
+
+
+def _cost_rows(net, cfg: Config, tokens):
+    """The run's scale: trainable parameters, training tokens and training FLOPs (harness.measure.cost)."""
+    m = cfg.model
+    flops = cost.training_flops(n_layers=m.n_layers, d_model=m.d_model, d_attn=m.n_heads * m.head_dim,
+                                mlp_ratio=m.mlp_ratio, vocab=model_lib.VOCAB_SIZE, seq_len=cfg.train.seq_len,
+                                tokens=tokens)
+    return [_rows("n_params", cost.trainable_params(net), "parameters"), _rows("train_tokens", tokens, "tokens"),
+            _rows("train_flops", flops, "FLOPs")]
 
 
 def _steps(rows):

@@ -52,7 +52,7 @@ ALL = "every registered encoding"  # an axis value: the registry (harness/encodi
 # Each preset's axes, as its file documents them: the jobs are their product, plus sweep=<preset>
 AXES = {
     "base_ablation": {"seed": range(3), "encoding.base": ["100.0", "1000.0", "10000.0", "100000.0", "500000.0"]},
-    "budget": {"seed": range(3), "budget": ["1x", "4x"],
+    "budget": {"seed": range(3), "budget": ["16x", "4x", "1x"],
                "encoding": ["alibi", "fire", "kerple_log", "learned", "nope", "rope", "sinusoidal", "t5"]},
     "claims": {"seed": range(5), "encoding": ["rope", "nope"]},
     "content": {"seed": range(3), "task": ["count", "flip_flop"],
