@@ -9,7 +9,11 @@ Vocabulary. `n` = number of seeds with a finite value (NaN/inf are dropped, neve
 (`LEVEL`) goes with every mean. A *seed table* is a (seed x variant) DataFrame of one value per seed
 (`seed_table`). A difference is called a difference only when its paired interval excludes zero
 (`Paired.significant`); one seed decides nothing (n < 2 gives NaN intervals and p-values, and a column
-measured on one seed cannot be separated from the best)."""
+measured on one seed cannot be separated from the best).
+
+Methods are scipy.stats' and statsmodels' (t, ttest_rel, permutation_test, bootstrap, kendalltau, Holm); written
+here is only what neither has: seed tables, best-and-ties, SNR and the mean reciprocal rank."""
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,14 +80,11 @@ def _finite_table(table: pd.DataFrame) -> pd.DataFrame:
     return t.where(np.isfinite(t)).dropna(axis=1, how="all")
 
 
-def _boot_means(x, n_boot, rng) -> np.ndarray:
-    """x: (n,) or (n, k) -> (n_boot,) or (n_boot, k) means of rows resampled with replacement."""
-    idx = rng.integers(0, len(x), size=(n_boot, len(x)))  # (n_boot, n): one resample per row
-    return x[idx].mean(axis=1)
-
-
-def _pct(values, level, axis=0):
-    return np.quantile(values, [(1 - level) / 2, (1 + level) / 2], axis=axis)
+def _bootstrap(samples, statistic, n_boot, seed, level):
+    """scipy.stats.bootstrap, percentile method, resampling rows (axis 0) of each sample independently;
+    statistic(*resamples, axis) sees each sample with its rows last: (k, n_boot, n) for a (n, k) sample."""
+    return scipy.stats.bootstrap(samples, statistic, n_resamples=n_boot, vectorized=True, axis=0,
+                                 confidence_level=level, method="percentile", rng=np.random.default_rng(seed))
 
 
 def interval(x, level=LEVEL, method="t", n_boot=10_000, seed=0) -> Interval:
@@ -94,10 +95,12 @@ def interval(x, level=LEVEL, method="t", n_boot=10_000, seed=0) -> Interval:
     if n < 2:
         return Interval(n, mean, NAN, NAN, NAN)
     std = float(x.std(ddof=1))
+    if std == 0:  # scipy.stats.t takes scale > 0 only (NaN otherwise); every resample's mean is the mean too
+        return Interval(n, mean, std, mean, mean)
     if method == "t":  # mean ± t_{(1+level)/2, n-1} s/√n
-        half = float(scipy.stats.t.ppf((1 + level) / 2, n - 1)) * std / np.sqrt(n)
-        return Interval(n, mean, std, mean - half, mean + half)
-    lo, hi = _pct(_boot_means(x, n_boot, np.random.default_rng(seed)), level)
+        lo, hi = scipy.stats.t.interval(level, n - 1, loc=mean, scale=scipy.stats.sem(x))
+    else:
+        lo, hi = _bootstrap((x,), np.mean, n_boot, seed, level).confidence_interval
     return Interval(n, mean, std, float(lo), float(hi))
 
 
@@ -124,45 +127,40 @@ def seed_table(df, columns="variant", *, value="value", seed="seed") -> pd.DataF
 
 
 def paired(a, b, level=LEVEL, method="t", n_perm=10_000, seed=0) -> Paired:
-    """Mean of a - b over seeds where both are finite; paired t-test or sign-flip permutation test (its CI:
-    percentile bootstrap of the differences with n_perm resamples)."""
+    """Mean of a - b over seeds where both are finite; paired t-test (scipy.stats.ttest_rel) or sign-flip
+    permutation test (scipy.stats.permutation_test; its CI: percentile bootstrap of the differences with n_perm
+    resamples). With 2^n <= n_perm the permutation test enumerates all 2^n sign patterns: the exact p."""
     _check([method], PAIRED_METHODS)
     if isinstance(a, pd.Series) and isinstance(b, pd.Series):
         a, b = a.align(b, join="inner")  # pair by seed label
     a, b = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
     if len(a) != len(b):
         raise ValueError(f"paired needs one value per seed in a and b; got lengths {len(a)} and {len(b)}")
-    d = _finite(a - b)
+    a, b = a[np.isfinite(a - b)], b[np.isfinite(a - b)]
+    d = a - b
     n, diff = len(d), float(d.mean()) if len(d) else NAN
     if n < 2:
         return Paired(n, diff, NAN, NAN, NAN)
-    sd = float(d.std(ddof=1))
-    if sd == 0:  # the t statistic is ±inf or 0/0; every sign flip gives |mean| = |diff|
+    if d.std(ddof=1) == 0:  # t = ±inf or 0/0 (scipy: p NaN for 0/0); every sign flip gives |mean| = |diff|
         return Paired(n, diff, diff, diff, 0.0 if diff != 0 else 1.0)
-    if method == "t":  # |t| = |diff| / (sd / √n), n - 1 degrees of freedom
-        iv = interval(d, level=level, method="t")
-        return Paired(n, diff, iv.lo, iv.hi, 2 * float(scipy.stats.t.sf(abs(diff) * np.sqrt(n) / sd, n - 1)))
-    exact = 2 ** n <= n_perm
-    signs = (((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1) * 2 - 1 if exact  # (2^n, n): all patterns
-             else np.random.default_rng(seed).choice([-1.0, 1.0], size=(n_perm, n)))  # (n_perm, n) random
-    null = np.abs((signs * d).mean(axis=1))
-    # relative tolerance as in scipy.stats.permutation_test, so float rounding does not split exact ties
-    hits = int((null >= abs(diff) * (1 - 100 * np.finfo(float).eps)).sum())
-    p = hits / len(null) if exact else (hits + 1) / (len(null) + 1)  # random flips: count the observed one
-    iv = interval(d, level=level, method="bootstrap", n_boot=n_perm, seed=seed)
-    return Paired(n, diff, iv.lo, iv.hi, min(p, 1.0))
+    if method == "t":
+        res = scipy.stats.ttest_rel(a, b)
+        lo, hi = res.confidence_interval(level)
+        return Paired(n, diff, float(lo), float(hi), float(res.pvalue))
+    # permutation_type="samples" swaps a and b within a seed, i.e. flips the sign of that seed's difference
+    res = scipy.stats.permutation_test((a, b), lambda x, y, axis: np.mean(x - y, axis=axis), vectorized=True,
+                                       permutation_type="samples", n_resamples=n_perm, rng=np.random.default_rng(seed))
+    lo, hi = _bootstrap((d,), np.mean, n_perm, seed, level).confidence_interval
+    return Paired(n, diff, float(lo), float(hi), float(res.pvalue))
 
 
 def holm(p) -> np.ndarray:
-    """Holm (1979) step-down adjusted p-values: sorted p_(i) * (m - i + 1), running max, capped at 1.
+    """Holm (1979) step-down adjusted p-values (statsmodels.stats.multitest.multipletests, method holm).
     NaN entries stay NaN and do not count in m."""
+    from statsmodels.stats.multitest import multipletests  # statsmodels loads at first use (DESIGN.md §6.6)
     p = np.asarray(p, dtype=float).ravel()
-    out = np.full(p.shape, NAN)
-    ok = ~np.isnan(p)
-    q, m = p[ok], int(ok.sum())
-    order = np.argsort(q, kind="stable")
-    adj = np.minimum(np.maximum.accumulate(q[order] * (m - np.arange(m))), 1.0)
-    out[np.flatnonzero(ok)[order]] = adj  # back to input positions
+    out, ok = np.full(p.shape, NAN), ~np.isnan(p)
+    out[ok] = multipletests(p[ok], method="holm")[1] if ok.any() else []
     return out
 
 
@@ -187,6 +185,11 @@ def best_and_ties(table, lower_is_better=True, level=LEVEL) -> tuple[str, set]:
     return best, ties
 
 
+def _ranks_of_means(x, axis):
+    """(k, ..., n) -> (k, ...): rank of each column's mean among the k columns (1 = smallest, ties averaged)."""
+    return scipy.stats.rankdata(np.mean(x, axis=axis), axis=0)
+
+
 def rank_bootstrap(table, lower_is_better=True, n_boot=2000, seed=0, level=LEVEL) -> pd.DataFrame:
     """Rank of each column's mean (1 = best) with a paired bootstrap-over-seeds rank interval and p_best.
     lo, hi, p_best are NaN with fewer than 2 complete seeds (one seed decides nothing)."""
@@ -199,11 +202,11 @@ def rank_bootstrap(table, lower_is_better=True, n_boot=2000, seed=0, level=LEVEL
     out["rank"] = scipy.stats.rankdata(x.mean(axis=0))
     if len(x) < 2:
         return out
-    means = _boot_means(x, n_boot, np.random.default_rng(seed))  # (n_boot, k), same seed rows for all
-    ranks = scipy.stats.rankdata(means, axis=1)  # ties averaged
-    out["lo"], out["hi"] = _pct(ranks, level)
-    is_best = means == means.min(axis=1, keepdims=True)  # (n_boot, k)
-    out["p_best"] = (is_best / is_best.sum(axis=1, keepdims=True)).mean(axis=0)  # ties at 1 share
+    res = _bootstrap((x,), _ranks_of_means, n_boot, seed, level)  # the same seed rows for every column
+    out["lo"], out["hi"] = res.confidence_interval
+    ranks = res.bootstrap_distribution  # (k, n_boot); equal ranks <=> equal means (ties averaged)
+    is_best = ranks == ranks.min(axis=0, keepdims=True)
+    out["p_best"] = (is_best / is_best.sum(axis=0, keepdims=True)).mean(axis=1)  # ties at 1 share
     return out
 
 
@@ -217,13 +220,11 @@ def snr(table) -> float:
     return signal / noise if noise > 0 else (float("inf") if signal > 0 else NAN)
 
 
-def _tau_b(x, y) -> np.ndarray:
-    """Kendall tau-b row by row: x, y (r, k) -> (r,). (P - Q) / sqrt(pairs untied in x * untied in y)."""
-    i, j = np.triu_indices(x.shape[1], k=1)
-    sx, sy = np.sign(x[:, i] - x[:, j]), np.sign(y[:, i] - y[:, j])  # (r, k(k-1)/2)
-    den = np.sqrt((sx != 0).sum(axis=1) * (sy != 0).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, (sx * sy).sum(axis=1) / den, NAN)
+def _tau_of_means(a, b, axis):
+    """Kendall tau-b between the column means of a and b: (k, n_boot, n_a), (k, n_boot, n_b) -> (n_boot,).
+    One kendalltau call per resample: its axis= needs scipy 1.16, which needs Python 3.11 (we support 3.10)."""
+    ma, mb = np.mean(a, axis=axis), np.mean(b, axis=axis)  # (k, n_boot) each
+    return np.array([scipy.stats.kendalltau(x, y).statistic for x, y in zip(ma.T, mb.T)])
 
 
 def kendall_tau(a, b, n_boot=2000, seed=0, level=LEVEL) -> Tau:
@@ -238,9 +239,10 @@ def kendall_tau(a, b, n_boot=2000, seed=0, level=LEVEL) -> Tau:
     tau = float(scipy.stats.kendalltau(xa.mean(axis=0), xb.mean(axis=0)).statistic)
     if na < 2 or nb < 2:
         return Tau(tau, NAN, NAN, k, na, nb)
-    rng = np.random.default_rng(seed)  # a and b draw their own resamples: no pairing between budgets
-    lo, hi = np.nanquantile(_tau_b(_boot_means(xa, n_boot, rng), _boot_means(xb, n_boot, rng)),
-                            [(1 - level) / 2, (1 + level) / 2])
+    with warnings.catch_warnings():  # a resample whose means all tie has no tau (NaN): nanquantile leaves it
+        warnings.simplefilter("ignore", scipy.stats.DegenerateDataWarning)  # out, so scipy's NaN interval is moot
+        dist = _bootstrap((xa, xb), _tau_of_means, n_boot, seed, level).bootstrap_distribution
+    lo, hi = np.nanquantile(dist, [(1 - level) / 2, (1 + level) / 2])
     return Tau(tau, float(lo), float(hi), k, na, nb)
 
 
@@ -260,6 +262,11 @@ def mean_reciprocal_rank(table, higher_is_better=True) -> pd.Series:
     ranks = scipy.stats.rankdata(x, axis=1)  # (tasks, variants), ties averaged
     mrr = pd.Series((1.0 / ranks).mean(axis=0), index=pd.Index(t.columns, name="variant"), name="mrr")
     return mrr.sort_values(ascending=False, kind="stable")
+
+
+def _mrr_of_means(*tasks, axis):
+    """Per task (k, ..., n_t), smaller is better: mean over tasks of 1 / rank of the column means -> (k, ...)."""
+    return np.mean([1.0 / _ranks_of_means(t, axis) for t in tasks], axis=0)
 
 
 def mrr_interval(tables, higher_is_better=True, n_boot=2000, seed=0, level=LEVEL) -> pd.DataFrame:
@@ -283,14 +290,11 @@ def mrr_interval(tables, higher_is_better=True, n_boot=2000, seed=0, level=LEVEL
     if not done:
         return out
     out["mrr"] = mean_reciprocal_rank(pd.DataFrame({k: t.mean() for k, t in done.items()}).T, higher_is_better)
-    if n >= 2:
-        rng = np.random.default_rng(seed)
+    if n >= 2:  # each task draws its own resamples, in task order
         sign = -1.0 if higher_is_better else 1.0
-        recip = np.zeros((n_boot, len(cols)))
-        for t in done.values():  # each task draws its own resamples
-            recip += 1.0 / scipy.stats.rankdata(_boot_means(sign * t.to_numpy(), n_boot, rng), axis=1)
-        recip /= len(done)  # (n_boot, variants) resampled MRR
-        out["lo"], out["hi"] = _pct(recip, level)
-        is_best = recip >= recip.max(axis=1, keepdims=True) - 1e-12
-        out["p_best"] = (is_best / is_best.sum(axis=1, keepdims=True)).mean(axis=0)
+        res = _bootstrap([sign * t.to_numpy() for t in done.values()], _mrr_of_means, n_boot, seed, level)
+        out["lo"], out["hi"] = res.confidence_interval
+        recip = res.bootstrap_distribution  # (variants, n_boot) resampled MRR
+        is_best = recip >= recip.max(axis=0, keepdims=True) - 1e-12
+        out["p_best"] = (is_best / is_best.sum(axis=0, keepdims=True)).mean(axis=1)
     return out.sort_values("mrr", ascending=False, kind="stable")

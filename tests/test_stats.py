@@ -1,11 +1,15 @@
-"""harness.stats against scipy references, closed forms and planted truths (known effects + seed noise)."""
+"""harness.stats against scipy references, closed forms and planted truths (known effects + seed noise).
+harness.stats computes through scipy.stats and statsmodels, so the reference tests are regression tests: they pin
+the library calls (options, axes, NaN handling) to the values the hand-written code they replaced gave."""
 import math
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats
+from statsmodels.stats.multitest import multipletests
 
 from harness import stats
 
@@ -141,8 +145,21 @@ def test_permutation_exact_sign_flip():
                                        permutation_type="samples", n_resamples=np.inf)
     r = stats.paired(A, B, method="permutation")
     assert r.p == pytest.approx(ref.pvalue) and r.lo <= r.diff <= r.hi
-    # 2^n > n_perm: random flips, p close to the exact one
-    assert stats.paired(A, B, method="permutation", n_perm=16).p == pytest.approx(ref.pvalue, abs=0.3)
+    # 2^n > n_perm: random flips, drawn by scipy from default_rng(seed)
+    rand = scipy.stats.permutation_test((A, B), lambda x, y, axis: np.mean(x - y, axis=axis), vectorized=True,
+                                        permutation_type="samples", n_resamples=16, rng=np.random.default_rng(0))
+    assert stats.paired(A, B, method="permutation", n_perm=16).p == rand.pvalue
+
+
+def test_permutation_random_flips_near_the_exact_p():
+    # 16 seeds: 2^16 = 65,536 sign patterns > n_perm = 10,000, so the flips are drawn at random. Reference: the
+    # exact p over all patterns; tolerance 5 Monte Carlo standard errors, sqrt(p (1 - p) / n_perm)
+    d = np.random.default_rng(7).normal(0.5, 1.0, 16)
+    exact = scipy.stats.permutation_test((d, np.zeros(16)), lambda x, y, axis: np.mean(x - y, axis=axis),
+                                         vectorized=True, permutation_type="samples", n_resamples=np.inf).pvalue
+    assert 0.001 < exact < 0.5  # a p where the error matters
+    r = stats.paired(d, np.zeros(16), method="permutation")
+    assert r.p == pytest.approx(exact, abs=5 * math.sqrt(exact * (1 - exact) / 10_000)) and r.p != exact
 
 
 # ---------------------------------------------------------------- holm
@@ -160,9 +177,8 @@ def test_holm_worked_example():
 
 
 def test_holm_equals_statsmodels():
-    multitest = pytest.importorskip("statsmodels.stats.multitest")
     p = np.array([v for v in HOLM_P if not np.isnan(v)] + [0.02, 0.011, 0.5])
-    ref = multitest.multipletests(p, method="holm")[1]
+    ref = multipletests(p, method="holm")[1]
     np.testing.assert_allclose(stats.holm(p), ref, rtol=1e-12)
 
 
@@ -249,9 +265,35 @@ def test_kendall_tau_equals_scipy():
     assert same.tau == pytest.approx(1.0) and same.lo <= 1 and same.hi == pytest.approx(1.0)
 
 
-def test_tau_b_rows_equal_scipy():
-    # the vectorised bootstrap statistic, row by row, against scipy.stats.kendalltau (tau-b, with ties)
-    rng = np.random.default_rng(4)
-    x, y = rng.integers(0, 4, (50, 7)).astype(float), rng.integers(0, 4, (50, 7)).astype(float)
-    ref = [scipy.stats.kendalltau(xi, yi).statistic for xi, yi in zip(x, y)]
-    np.testing.assert_allclose(stats._tau_b(x, y), ref, rtol=1e-12)
+def test_bootstraps_equal_the_hand_written_ones_they_replaced():
+    # scipy.stats.bootstrap draws rng.integers(0, n, (n_boot, n)) per sample, in order, from default_rng(seed), as
+    # harness.stats did by hand up to commit 634cf8b, and takes linear percentiles as np.quantile did: the pinned
+    # numbers are that code's output (equal up to float rounding)
+    assert (stats.interval(X, method="bootstrap").lo, stats.interval(X, method="bootstrap").hi) == pytest.approx(
+        (2.04, 2.56), rel=1e-12)
+    t = _planted()
+    out = stats.rank_bootstrap(t.assign(twin=t["better"], noisy=t["ref"] + np.random.default_rng(2).normal(0, 0.3, 5)))
+    assert out.to_dict() == {"rank": {"ref": 5.0, "better": 1.5, "copy": 4.0, "twin": 1.5, "noisy": 3.0},
+                             "lo": {"ref": 3.0, "better": 1.5, "copy": 3.0, "twin": 1.5, "noisy": 3.0},
+                             "hi": {"ref": 5.0, "better": 1.5, "copy": 5.0, "twin": 1.5, "noisy": 5.0},
+                             "p_best": {"ref": 0.0, "better": 0.498, "copy": 0.0, "twin": 0.498, "noisy": 0.004}}
+    t16 = _table({f"v{i}": np.random.default_rng(i).normal(i * 0.01, 0.1, 5) for i in range(16)})
+    out16 = stats.rank_bootstrap(t16)
+    assert out16.loc["v13", "lo"] == pytest.approx(4.975, rel=1e-12) and out16.loc["v8", "hi"] == 5.0
+    assert out16.p_best[out16.p_best > 0].to_dict() == {"v2": 0.2445, "v3": 0.1015, "v6": 0.02, "v8": 0.634}
+    rng = np.random.default_rng(3)
+    a = _table({f"v{i}": rng.normal(i * 0.1, 0.2, 5) for i in range(6)})
+    b = _table({f"v{i}": rng.normal(-i * 0.05, 0.2, 4) for i in range(6)})
+    tau = stats.kendall_tau(a, b)
+    assert (tau.lo, tau.hi) == pytest.approx((-0.6, 1 / 15), rel=1e-12)
+
+
+def test_kendall_tau_interval_skips_resamples_without_a_tau():
+    # seed 1 ties every variant: a resample of it alone (1/27 of them, in a and in b) has no tau (NaN). The
+    # interval is over the resamples that have one, silently (hand-written code before: the same, by nanquantile)
+    a = _table({"v0": [0.0, 5, 0], "v1": [1.0, 5, 2], "v2": [2.0, 5, 1], "v3": [3.0, 5, 3]})
+    b = _table({"v0": [0.0, 5, 1], "v1": [1.0, 5, 0], "v2": [2.0, 5, 2], "v3": [3.0, 5, 3]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = stats.kendall_tau(a, b)
+    assert (r.tau, r.lo, r.hi) == pytest.approx((0.8, 1 / 3, 1.0), rel=1e-12)

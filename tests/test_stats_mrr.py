@@ -90,3 +90,14 @@ def test_mrr_interval_agrees_with_mean_reciprocal_rank():
     assert r.mrr.to_dict() == pytest.approx(stats.mean_reciprocal_rank(means).to_dict())
     assert (r.lo <= r.hi).all() and ((r.lo >= 1 / 4) & (r.hi <= 1)).all()
     assert list(r.index) == list(r.mrr.sort_values(ascending=False).index)
+
+
+def test_interval_equals_the_hand_written_bootstrap_it_replaced():
+    # scipy.stats.bootstrap resamples the tasks in order from one default_rng(seed), as harness.stats did by hand up
+    # to commit 634cf8b; the numbers are that code's output (equal up to float rounding)
+    rng = np.random.default_rng(3)
+    tables = {f"t{i}": pd.DataFrame(rng.uniform(size=(5, 4)), columns=list("wxyz")) for i in range(6)}
+    r = stats.mrr_interval(tables, n_boot=500)
+    assert r.lo.to_dict() == pytest.approx({"y": 11 / 24, "w": 23 / 72, "x": 31 / 72, "z": 11 / 36}, rel=1e-12)
+    assert r.hi.to_dict() == pytest.approx({"y": 29 / 36, "w": 2 / 3, "x": 47 / 72, "z": 0.6461805555555552}, rel=1e-12)
+    assert r.p_best.to_dict() == pytest.approx({"y": 0.679, "w": 0.139, "x": 0.103, "z": 0.079}, rel=1e-12)
