@@ -113,3 +113,45 @@ def test_two_sweeps_on_one_out_compute_each_run_once(tmp_path):
     runs = sorted(p for p in sweep.iterdir() if p.is_dir())
     assert len(runs) == 3 and all(results.finished(r) for r in runs)
     assert not list(sweep.glob(f"*/{runlock.LOCK}"))
+
+
+RACER = """
+import sys, time
+from pathlib import Path
+from harness.infra import runlock
+run_dir, go = Path(sys.argv[1]), Path(sys.argv[2])
+while not go.exists():
+    time.sleep(0.005)
+lock = runlock.claim(run_dir)
+print("won" if lock else "busy", flush=True)
+time.sleep(1.0)  # hold it while the others decide
+if lock:
+    lock.release()
+"""
+
+
+def test_racing_takeovers_of_a_stale_lock_leave_one_holder(tmp_path):
+    # the claim guard (filelock) makes judge-stale, remove and create one step: of several processes that find the
+    # same dead holder's lock at once, exactly one takes it over and the others see it held
+    run_dir, go = tmp_path / "run", tmp_path / "go"
+    write_lock(run_dir, pid=dead_pid(), host=socket.gethostname())
+    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(run_dir), str(go)], cwd=ROOT, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(6)]
+    time.sleep(1.0)
+    go.touch()
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert sorted(out.strip() for out, _ in outs) == ["busy"] * 5 + ["won"], outs
+    assert sum("taking over the stale lock" in err for _, err in outs) == 1
+    assert sorted(p.name for p in run_dir.iterdir()) == []  # the winner released; no guard left behind
+
+
+def test_a_guard_left_by_a_dead_claimer_does_not_block(tmp_path):
+    # a claimer killed inside the guard leaves filelock's marker behind; filelock reclaims it by its dead pid
+    code = "import os, sys; from harness.infra import runlock; g = runlock._guard(sys.argv[1]); g.acquire(); os._exit(0)"
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, check=True)
+    assert (tmp_path / f"{runlock.LOCK}.claim").exists()
+    t0 = time.monotonic()
+    lock = runlock.claim(tmp_path)
+    assert lock is not None and time.monotonic() - t0 < runlock.GUARD_LEASE_S
+    lock.release()
+    assert not (tmp_path / f"{runlock.LOCK}.claim").exists()

@@ -1,12 +1,18 @@
 """A run claims its directory with a lock file, so two sweeps on one `out=` share the work instead of both
 computing every run (DESIGN.md §3).
 
-`<run_dir>/.lock` is created with O_CREAT|O_EXCL (atomic on local disks and on NFS v3+) and holds the
-holder's pid, host, start time and a random token. While the run goes on, a thread refreshes the file's
-mtime every HEARTBEAT_S. A lock is stale, and is taken over, when its holder is a dead pid on this host, or
-when its heartbeat is older than STALE_S (a holder on another host, whose pid cannot be tested; or a pid
-that was reused). Results never depend on the lock: every write is atomic, so a lock wrongly judged stale
-costs a duplicated run, never a lost or mixed row."""
+`<run_dir>/.lock` is a JSON record of its holder: pid, host, start time and a random token. While the run goes
+on, a thread refreshes the file's mtime every HEARTBEAT_S. A lock is stale, and is taken over, when its holder is a
+dead pid on this host, or when its heartbeat is older than STALE_S (a holder on another host, whose pid cannot be
+tested; or a pid that was reused). Claimers take turns under a `filelock.SoftFileLease` on `<run_dir>/.lock.claim`
+(an O_EXCL marker, so it holds on NFS v3+ across SLURM nodes, as O_EXCL does), so judging a lock stale, removing it
+and writing the new one is one step no other claimer interleaves with. Results never depend on the lock: every
+write is atomic, so a lock wrongly judged stale costs a duplicated run, never a lost or mixed row.
+
+Why the record is not filelock's own marker: the JSON record is the format other harness processes on the same
+`out=` (and the fault battery's cases) write and read; and filelock judges another host's holder only by watching
+its marker unchanged for a lease on the contender's own clock, which a claim that must answer at once (busy=skip)
+cannot do, or by a marker age (`lifetime`) it warns against. So the record, its heartbeat and `alive` stay here."""
 import json
 import os
 import secrets
@@ -17,10 +23,13 @@ import threading
 import time
 from pathlib import Path
 
+import filelock
+
 LOCK = ".lock"
 HEARTBEAT_S = 30.0
 STALE_S = 300.0  # ten missed heartbeats
 POLL_S = 2.0
+GUARD_LEASE_S = 10.0  # the claim guard is held for milliseconds; another host's orphaned guard is reclaimed after
 
 
 def _path(run_dir) -> Path:
@@ -108,34 +117,37 @@ class Lock:
         self.release()
 
 
+def _guard(run_dir):
+    """filelock's lease on <run_dir>/.lock.claim: one claimer at a time. A guard left by a dead
+    process on this host is reclaimed by its pid; one from another host after GUARD_LEASE_S unchanged."""
+    return filelock.SoftFileLease(f"{_path(run_dir)}.claim", lease_duration=GUARD_LEASE_S, timeout=3 * GUARD_LEASE_S)
+
+
 def claim(run_dir):
     """Claim run_dir: a Lock, or None when a live process holds it. A stale lock is taken over, with one
     line on stderr naming its holder."""
     p = _path(run_dir)
     p.parent.mkdir(parents=True, exist_ok=True)
-    for _ in range(3):  # a takeover can race with another taker; the O_EXCL create decides
-        token = secrets.token_hex(8)
-        try:
-            fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
-        except FileExistsError:
+    try:
+        with _guard(run_dir):
             info = holder(run_dir)
-            if info is None:
-                continue  # released in between: try again
-            if alive(info):
-                return None
-            now = holder(run_dir) or {}
-            if now.get("token") == info.get("token"):  # still the lock judged stale, not a new one
+            if info is not None:
+                if alive(info):
+                    return None
                 age = info["age_s"]
-                when = (f"{age:.0f}s ago" if age >= 0 else
-                        f"{-age:.0f}s in the future: a clock ahead of this host's")
-                print(f"{run_dir}: taking over the stale lock of {describe(info)} (heartbeat {when})",
-                      file=sys.stderr)
+                when = f"{age:.0f}s ago" if age >= 0 else f"{-age:.0f}s in the future: a clock ahead of this host's"
+                print(f"{run_dir}: taking over the stale lock of {describe(info)} (heartbeat {when})", file=sys.stderr)
                 p.unlink(missing_ok=True)
-            continue
-        with os.fdopen(fd, "w") as f:
-            json.dump({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "token": token}, f)
-        return Lock(run_dir, token)
-    return None
+            token = secrets.token_hex(8)
+            try:  # O_EXCL still: a harness from before the guard claims without it
+                fd = os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+            except FileExistsError:
+                return None
+            with os.fdopen(fd, "w") as f:
+                json.dump({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "token": token}, f)
+    except filelock.Timeout:  # a claimer held the guard for 3 leases (a hung filesystem): busy, for now
+        return None
+    return Lock(run_dir, token)
 
 
 def wait(run_dir, say=print):
