@@ -351,3 +351,28 @@ def test_unrepresentable_length_is_a_nan_row_with_the_reason():
     assert ppl[16, "lm_eval:nonoverlapping"]["value"] > 1
     assert math.isnan(ppl[32, "lm_eval:sliding8"]["value"])
     assert "beyond the learned table" in ppl[32, "lm_eval:sliding8"]["extra_params"]["nan_reason"]
+
+
+def test_metrics_per_length_sort_as_numbers():
+    """A passkey metric at 1024 comes after 128 wherever the harness prints lm-eval results: its rows table
+    (python -m harness.lmeval.rows) and lm-eval's own results table under harness-lm-eval (lm-eval sorts the
+    `metric,filter` keys as strings, 1024 before 128)."""
+    import pandas as pd
+
+    from harness.lmeval import cli, rows
+    lens = [1024, 128, 64, 256]
+    df = pd.DataFrame({"metric": ["passkey/acc"] * 4 + ["passkey/acc_stderr"], "eval_len": lens + [128],
+                       "protocol": ["lm_eval"] * 5, "value": [0.1, 0.2, 0.3, 0.4, 0.01], "unit": ["frac"] * 5})
+    shown = rows.table(df)
+    assert list(shown.eval_len[:4]) == [64, 128, 256, 1024] and shown.metric.iloc[-1] == "passkey/acc_stderr"
+    results = {"results": {"passkey": {"alias": "passkey", **{f"{n},none": 0.5 for n in lens},
+                                       **{f"{n}_stderr,none": 0.1 for n in lens}}},
+               "versions": {"passkey": 1}, "n-shot": {"passkey": 0}, "higher_is_better": {"passkey": {}}}
+    import lm_eval.utils
+    plain = [line.split("|")[5].strip() for line in lm_eval.utils.make_table(results).splitlines()[2:]]
+    assert plain == ["1024", "128", "256", "64"]  # lm-eval's own order, which the wrapper fixes
+    table = cli.natural_table(lm_eval.utils.make_table)(results)
+    metrics = [line.split("|")[5].strip() for line in table.splitlines()[2:]]
+    assert metrics == ["64", "128", "256", "1024"], table
+    assert table.splitlines()[2].split("|")[1].strip() == "passkey"  # the task's name on its first row
+    assert not hasattr(lm_eval.utils, "sorted")  # the patch lasts one call

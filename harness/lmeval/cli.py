@@ -15,6 +15,8 @@ harness.lmeval.model, which registers `harness`, and runs lm-eval's CLI on an ar
   ~15k-task index (~30 s) and then raising.
 - `--help` (or no argument) prints a few lines on model `harness`, its model_args, RUN_DIR and the task
   path, then lm-eval's own help.
+- The results table lm-eval prints lists a task's metrics per length in numeric order (128 before 1024;
+  lm-eval sorts them as strings): natural_table.
 
 Then two narrow changes to the run. Indexing lm-eval's built-in task configs costs 8-25 s, so `run` first
 resolves the requested tasks against --include_path alone (TaskManager(include_defaults=False)); only when a
@@ -30,6 +32,7 @@ import textwrap
 from unittest import mock
 
 import lm_eval.tasks
+import lm_eval.utils
 from lm_eval.__main__ import cli_evaluate
 from lm_eval._cli.harness import HarnessCLI
 from lm_eval._cli.utils import key_val_to_dict, try_parse_json
@@ -72,6 +75,25 @@ def _unknown(missing, include_path):
                                      include_defaults=False).all_tasks
     where = f"--include_path {' '.join(map(str, paths))}" if paths else f"tasks/, with --include_path {rows.TASKS_DIR}"
     return rows.unknown_tasks_message(missing, ours, where)
+
+
+def _natural_sorted(iterable, key=None, reverse=False):
+    """sorted() with digit runs ordered by value: lm-eval's make_table sorts a task's `metric,filter` keys with
+    sorted(), which puts a length-named metric `1024,none` before `128,none`."""
+    return sorted(iterable, key=lambda x: _natural_key(key(x) if key else x), reverse=reverse)
+
+
+def _natural_key(x):
+    return rows.natural(x) if isinstance(x, str) else tuple(map(_natural_key, x)) if isinstance(x, tuple) else x
+
+
+def natural_table(make_table):
+    """lm-eval's make_table (the results table its CLI prints) with metrics per length in numeric order."""
+    @functools.wraps(make_table)
+    def wrapper(*args, **kwargs):
+        with mock.patch.object(lm_eval.utils, "sorted", _natural_sorted, create=True):
+            return make_table(*args, **kwargs)
+    return wrapper
 
 
 def header():
@@ -192,7 +214,8 @@ def main(argv=None):
         print(header())
     try:
         sys.argv = [sys.argv[0], *_rewrite(argv)] if argv else [sys.argv[0]]
-        with mock.patch.object(EvaluatorConfig, "process_tasks", _local_first(EvaluatorConfig.process_tasks)):
+        with mock.patch.object(EvaluatorConfig, "process_tasks", _local_first(EvaluatorConfig.process_tasks)), \
+                mock.patch.object(lm_eval.utils, "make_table", natural_table(lm_eval.utils.make_table)):
             cli_evaluate()
     except UsageError as e:
         rows.fail(e)
