@@ -1,15 +1,15 @@
 """python -m harness.conformance: run a third-party RoPE against the golden data (see __init__.py)."""
 import argparse
+import dataclasses
 import math
 import sys
 import time
 
-from harness.conformance import adapters, golden, isolate, run
+from harness.conformance import arrays, golden, isolate, libraries, run
+from harness.conformance import conventions as C
 from harness.conformance.cases import ROPE_TYPES
 from harness.conformance.tolerance import TORCH_DTYPES
 from harness.rope.rotation import LAYOUTS
-
-NATURAL_LAYOUT = {"hf": "half", "x_cos_sin": "half", "complex": "interleaved", "positions": "half"}
 
 
 def _fail(msg):
@@ -25,39 +25,76 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def main(argv=None):
-    ap = _Parser(prog="python -m harness.conformance", description=__doc__)
+def _parser():
+    ap = _Parser(prog="python -m harness.conformance", description=__doc__,
+                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--apply", help="pkg.module:function, the rotation under test")
+    ap.add_argument("--library", metavar="NAME",
+                    help=f"a shipped adapter instead of --apply (it sets the call flags): one of "
+                         f"{list(libraries.LIBRARIES)}; `--library list` says which are installed, their "
+                         f"rope_types and options")
     ap.add_argument("--frequencies", help="pkg.module:mapping of rope_type -> inv_freq function (HF's or ours)")
-    ap.add_argument("--layout", help=f"one of {list(LAYOUTS)}; default: the convention's own")
-    ap.add_argument("--dtype", default="fp32", help=f"one of {list(TORCH_DTYPES)}")
-    ap.add_argument("--convention", default="hf", help=f"one of {list(adapters.CONVENTIONS)}")
+    ap.add_argument("--convention", help=f"one of {list(C.CONVENTIONS)}; default hf (conventions.py)")
+    ap.add_argument("--layout", help=f"pairing, one of {list(LAYOUTS)}; default the convention's own "
+                                     f"(complex: interleaved, else half)")
+    ap.add_argument("--qk-layout", help=f"q, k shape, one of {list(C.QK_LAYOUTS)}; default bhsd (complex: bshd)")
+    ap.add_argument("--width", help=f"cos/sin width (hf, x_cos_sin), one of {list(C.WIDTHS)}; default hf full, "
+                                    f"x_cos_sin half")
+    ap.add_argument("--order", help=f"cos/sin argument order (hf, x_cos_sin), one of {list(C.ORDERS)}; "
+                                    f"default cos-sin")
+    ap.add_argument("--compare", help=f"one of {list(C.COMPARES)}; logits judges only q'(m).k'(n), for code "
+                                      f"returning a permuted basis; default outputs")
+    ap.add_argument("--positions", help=f"(positions convention) one of {list(C.POSITION_MODES)}; auto: every "
+                                        f"position 0..L-1 for {list(C.LENGTH_DEPENDENT)}, else sampled")
+    ap.add_argument("--array", help=f"array kind handed over, one of {list(arrays.ARRAYS)}; default torch")
+    ap.add_argument("--dtype", default="fp32", help=f"one of {list(TORCH_DTYPES)}; default fp32")
     ap.add_argument("--rope-type", help=f"comma-separated subset of {list(ROPE_TYPES)}")
     ap.add_argument("--timeout", default=str(isolate.TIMEOUT_S), metavar="S",
                     help=f"seconds one case may take before it is a FAIL (default {isolate.TIMEOUT_S:g}); "
                          f"importing --apply may take this or {isolate.IMPORT_MIN_S:g} s, the longer")
     ap.add_argument("--generate", action="store_true", help="regenerate the golden file and exit")
-    a = ap.parse_args(argv)
+    return ap
+
+
+FLAGS = ("convention", "layout", "qk_layout", "width", "order", "compare", "positions", "array")
+
+
+def main(argv=None):
+    a = _parser().parse_args(argv)
+    flags = {n: getattr(a, n) for n in FLAGS}
     if a.generate:
-        given = [f for f, v in (("--apply", a.apply), ("--frequencies", a.frequencies), ("--layout", a.layout),
-                                ("--rope-type", a.rope_type)) if v is not None]
+        given = [f for f, v in (("--apply", a.apply), ("--library", a.library), ("--frequencies", a.frequencies),
+                                ("--rope-type", a.rope_type), *(("--" + n.replace("_", "-"), v)
+                                                                for n, v in flags.items())) if v is not None]
         if given:
             return _fail(f"--generate rewrites the golden file and runs nothing; drop {given}")
         t = time.perf_counter()
         path, size = golden.write()
         print(f"wrote {path} ({size / 1024:.0f} KB) in {time.perf_counter() - t:.1f} s")
         return 0
+    if a.library == "list":
+        print(libraries.listing())
+        return 0
+    if a.library is not None:
+        if a.apply is not None:
+            return _fail("give --apply or --library, not both")
+        if a.library not in libraries.LIBRARIES:
+            return _fail(f"unknown --library {a.library!r}; choose one of {list(libraries.LIBRARIES)} (or list)")
+        lib = libraries.LIBRARIES[a.library]
+        why = libraries.missing(lib)
+        if why:
+            return _fail(f"--library {a.library}: {why}")
+        a.apply = lib.apply
+        flags = {**lib.calling, **{n: v for n, v in flags.items() if v is not None}}
     if not a.apply:
-        return _fail("--apply pkg.module:function is required (or --generate)")
-    if a.convention not in adapters.CONVENTIONS:
-        return _fail(f"unknown --convention {a.convention!r}; choose one of {list(adapters.CONVENTIONS)}")
-    layout = a.layout or NATURAL_LAYOUT[a.convention]
-    if layout not in LAYOUTS:
-        return _fail(f"unknown --layout {layout!r}; choose one of {list(LAYOUTS)}")
-    if a.convention == "complex" and layout != "interleaved":
-        return _fail("--convention complex pairs (2j, 2j+1) by construction; it needs --layout interleaved")
+        return _fail("--apply pkg.module:function or --library NAME is required (or --generate)")
     if a.dtype not in TORCH_DTYPES:
         return _fail(f"unknown --dtype {a.dtype!r}; choose one of {list(TORCH_DTYPES)}")
+    try:
+        calling = C.Calling(**{n: v for n, v in flags.items() if v is not None})
+        arrays.check(calling.array, TORCH_DTYPES[a.dtype])
+    except ValueError as e:
+        return _fail(str(e))
     types = [t.strip() for t in a.rope_type.split(",")] if a.rope_type is not None else None
     bad = sorted(set(types or ()) - set(ROPE_TYPES))
     if bad:
@@ -72,8 +109,8 @@ def main(argv=None):
         if spec is not None and (spec.count(":") != 1 or not all(spec.split(":"))):
             return _fail(f"{flag} {spec!r}: expected pkg.module:function")
     try:
-        spec = dict(apply=a.apply, frequencies=a.frequencies, convention=a.convention, layout=layout,
-                    dtype=a.dtype, rope_types=types)
+        spec = dict(apply=a.apply, frequencies=a.frequencies, calling=dataclasses.asdict(calling), dtype=a.dtype,
+                    rope_types=types)
         t = time.perf_counter()
         # the code under test runs in a worker process, each case with a time limit (isolate.py); a missing or
         # stale golden file is bad input too (read before the worker starts)
@@ -84,8 +121,8 @@ def main(argv=None):
         print("harness.conformance: interrupted; no verdict", file=sys.stderr)
         return 130
     print(run.table(rows))
-    print(f"{a.apply} [{a.convention}, {layout}, {a.dtype}]: {run.summary(rows)} "
-          f"in {time.perf_counter() - t:.1f} s")
+    how = ", ".join(str(v) for v in dataclasses.asdict(calling).values())
+    print(f"{a.library or a.apply} [{how}, {a.dtype}]: {run.summary(rows)} in {time.perf_counter() - t:.1f} s")
     if not any(r["result"] in ("pass", "FAIL", "error") for r in rows):
         print("harness.conformance: no verdict: every check was skipped, which is not a pass", file=sys.stderr)
     return 0 if run.ok(rows) else 1

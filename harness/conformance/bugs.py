@@ -82,10 +82,10 @@ def _mixed(x, inv, pos, att, lay):
     return torch.cat((xr * c + rot * s, x[:, r:].double()), -1)
 
 
-def classify(case, arrays, layout, observed, dtype, own_table):
+def classify(case, arrays, layout, observed, dtype, own_table, compare="outputs"):
     """The bug class whose simulated output matches observed (q_rot, k_rot), two (P, D) fp64 tensors, within
     the tolerance of that variant (its own pairing decides each element's pair magnitude), else a note naming
-    the nearest. arrays: the golden case."""
+    the nearest and the error pattern. arrays: the golden case. compare "logits" matches q'(m)·k'(n) only."""
     inv, pos = torch.from_numpy(arrays["inv_freq"]), torch.from_numpy(arrays["positions"])
     att = float(arrays["attention_factor"])
     q, k = torch.from_numpy(arrays["q"]), torch.from_numpy(arrays["k"])
@@ -95,7 +95,10 @@ def classify(case, arrays, layout, observed, dtype, own_table):
         with torch.no_grad():
             ref = [(_rotate if "/" not in lay else _mixed)(x, f, p, a, lay) for x in (q, k)]
             allowed = [T.bound(x, pos, f, max(a, att), pairing, dtype, own_table) for x in (q, k)]
-        r = max(T.ratio(o, e, b) for o, e, b in zip(observed, ref, allowed))
+        if compare == "logits":
+            r = T.ratio(observed[0] @ observed[1].T, ref[0] @ ref[1].T, T.logit_bound(*ref, *allowed))
+        else:
+            r = max(T.ratio(o, e, b) for o, e, b in zip(observed, ref, allowed))
         if best is None or r < best[1]:
             best = (name, r)
     if best[1] <= 1.0:

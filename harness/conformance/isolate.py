@@ -109,7 +109,8 @@ class _Worker:
 
 def run(spec, echo=None, timeout=TIMEOUT_S):
     """(rows, messages) of the cases spec selects, run in worker processes; ValueError (one line) where --apply or
-    --frequencies cannot be imported or called. spec: apply, frequencies, convention, layout, dtype, rope_types."""
+    --frequencies cannot be imported or called. spec: apply, frequencies, calling (conventions.Calling's fields,
+    defaults filled in), dtype, rope_types."""
     from harness.conformance import golden
     from harness.conformance import run as R
 
@@ -155,7 +156,7 @@ def run(spec, echo=None, timeout=TIMEOUT_S):
                                     if e.timeout else f"ended the worker process ({e})")) from None
             stops += 1
             case = current or todo[0]
-            layout = spec["layout"]
+            layout = spec["calling"]["layout"]
             if e.timeout:
                 rows.append(R._row(case, layout, "rotation", "FAIL", bug=str(e)))
                 say(f"{case['id']} [{layout}, {spec['dtype']}]: {e}: the call did not return (raise --timeout if it "
@@ -184,12 +185,14 @@ def _worker(fd, spec):
         channel.flush()
 
     from harness.conformance import adapters, golden
+    from harness.conformance import conventions as C
     from harness.conformance import run as R
     case_list, data = golden.load()
+    calling = C.Calling(**spec["calling"])
     send(event="booted")
     try:
         fn = adapters.resolve(spec["apply"], "--apply")
-        adapters.check_signature(fn, spec["convention"], spec["apply"])
+        C.check_signature(fn, calling.convention, spec["apply"])
         freq = adapters.resolve(spec["frequencies"], "--frequencies") if spec.get("frequencies") else None
         if freq is not None and not (callable(freq) or hasattr(freq, "keys")):
             raise ValueError(f"--frequencies {spec['frequencies']!r} is neither a function nor a mapping of them")
@@ -204,7 +207,7 @@ def _worker(fd, spec):
     by_id = {c["id"]: c for c in case_list}
     for cid in spec["cases"]:
         send(event="start", case=cid)
-        rows, msgs = R.run_one(fn, spec["convention"], by_id[cid], data, spec["layout"], spec["dtype"], freq)
+        rows, msgs = R.run_one(fn, calling, by_id[cid], data, spec["dtype"], freq)
         send(event="done", case=cid, rows=rows, msgs=msgs)
     send(event="end")
 

@@ -15,6 +15,7 @@ import math
 import torch
 
 from harness.conformance import adapters, bugs, golden
+from harness.conformance import conventions as C
 from harness.conformance import tolerance as T
 
 MUTATES = "mutates its inputs"
@@ -54,13 +55,43 @@ def _frequency_row(freq_fn, case, rope, inv, att):
                 bug=bug or ""), got_inv, got_att
 
 
-def run_case(fn, convention, case, arrays, layout, dtype, freq_fn=None):
-    """Rows for one case and layout, and the one-line messages (errors, NaN, skips) it produced."""
-    rows, msgs, cid = [], [], case["id"]
+def _dense(x, pos, length):
+    """x (P, D) of the sampled positions spread over every position 0..length-1 (rows tiled; row pos[i] = x[i])."""
+    out = x[torch.arange(length) % len(x)]
+    out[pos] = x
+    return out
+
+
+def _judge(observed, arrays, layout, bounds, compare):
+    """(ratio, max_err, tol at the worst element) of observed [(q', k') (P, D) fp64, ...] against the golden."""
+    qe, ke = torch.from_numpy(arrays[f"q_rot_{layout}"]), torch.from_numpy(arrays[f"k_rot_{layout}"])
+    le, (bq, bk) = torch.from_numpy(arrays[f"logits_{layout}"]), bounds
+    lb = T.logit_bound(qe, ke, bq, bk)
+    ratios, err, tol = [], 0.0, math.nan
+    for qo, ko in observed:
+        ratios.append(T.ratio(qo @ ko.T, le, lb))
+        if compare == "logits":  # their basis is their own: only q'(m)·k'(n) is comparable
+            e = T.max_abs(qo @ ko.T, le)
+            if e >= err:
+                worst = (qo @ ko.T - le).abs().nan_to_num(math.inf).argmax()
+                err, tol = e, float(lb.flatten()[worst])
+            continue
+        ratios += [T.ratio(qo, qe, bq), T.ratio(ko, ke, bk)]
+        e = max(T.max_abs(qo, qe), T.max_abs(ko, ke))
+        if e >= err:  # the tolerance shown is the one at the largest error
+            worst = (qo - qe).abs().nan_to_num(math.inf).argmax()
+            err, tol = e, float(bq.flatten()[worst])
+    return max(ratios), err, tol
+
+
+def run_case(fn, calling, case, arrays, dtype, freq_fn=None):
+    """Rows for one case under a conventions.Calling, and the one-line messages (errors, NaN, skips) it produced."""
+    rows, msgs, cid, layout = [], [], case["id"], calling.layout
     inv, att = torch.from_numpy(arrays["inv_freq"]), float(arrays["attention_factor"])
     pos = torch.from_numpy(arrays["positions"])
     rope = rope_dict(case)
-    use_inv, use_att, own = inv, att, convention == "positions"
+    use_inv, use_att = inv, att
+    own = calling.convention in ("positions", "angles")  # a table of their own, or angles held in fp32
     if freq_fn is not None:
         try:
             row, use_inv, use_att = _frequency_row(freq_fn, case, rope, inv, att)
@@ -75,42 +106,38 @@ def run_case(fn, convention, case, arrays, layout, dtype, freq_fn=None):
         rows.append(row)
         own = True
     q64, k64 = torch.from_numpy(arrays["q"]), torch.from_numpy(arrays["k"])
-    tdt = T.TORCH_DTYPES[dtype]
-    phase = pos.double()[:, None] * use_inv[None, :]
-    cos, sin = phase.cos() * use_att, phase.sin() * use_att  # (P, R/2) fp64 from the frequencies in use
-    mutated = []
+    tdt, given = T.TORCH_DTYPES[dtype], pos.clone()
+    if calling.dense(case["rope_type"]):
+        q64, k64 = _dense(q64, pos, case["seq_len"]), _dense(k64, pos, case["seq_len"])
+        given = torch.arange(case["seq_len"])
+    phase = given.double()[:, None] * use_inv[None, :]  # (P, R/2) fp64 from the frequencies in use
+    mutated, where = [], f"{cid} [{layout}, {dtype}]"
     try:
         with torch.no_grad():  # copies of everything: the golden arrays are never handed out
-            out = adapters.call(fn, convention, q64.to(tdt, copy=True)[None, None], k64.to(tdt, copy=True)[None, None],
-                                cos, sin, pos.clone(), copy.deepcopy(rope), layout, mutated)
-        if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(torch.is_tensor(t) for t in out)):
-            raise TypeError(f"returned {type(out).__name__}, expected two tensors (q', k')")
-        qo, ko = (t.detach().reshape(q64.shape).double() for t in out)
+            qi, ki = C.heads(q64.to(tdt), k64.to(tdt))
+            qo, ko = C.call(fn, calling, qi, ki, phase, use_att, given, copy.deepcopy(rope), mutated)
+            qo, ko = (t.detach().double()[:, pos] if len(given) != len(pos) else t.detach().double() for t in (qo, ko))
     except NotImplementedError as e:
         msgs.append(f"{cid} [{layout}]: skip: {e}")
         return rows + [_row(case, layout, "rotation", "skip", bug=str(e))], msgs
     except BaseException as e:
         if not _theirs(e):
             raise
-        msgs.append(f"{cid} [{layout}, {dtype}]: {adapters.describe(e)}")
+        msgs.append(f"{where}: {adapters.describe(e)}")
         return rows + [_row(case, layout, "rotation", "error", bug=type(e).__name__)], msgs
     if mutated:
-        msgs.append(f"{cid} [{layout}, {dtype}]: {MUTATES} in place: {', '.join(mutated)}")
+        msgs.append(f"{where}: {MUTATES} in place: {', '.join(mutated)}")
     if bool(qo.isnan().any() or ko.isnan().any()):
-        msgs.append(f"{cid} [{layout}, {dtype}]: NaN outputs")
-    qe, ke = torch.from_numpy(arrays[f"q_rot_{layout}"]), torch.from_numpy(arrays[f"k_rot_{layout}"])
-    bq = T.bound(q64, pos, inv, att, layout, dtype, own)
-    bk = T.bound(k64, pos, inv, att, layout, dtype, own)
-    ratios = [T.ratio(qo, qe, bq), T.ratio(ko, ke, bk)]
-    logits = qo @ ko.T
-    ratios.append(T.ratio(logits, torch.from_numpy(arrays[f"logits_{layout}"]), T.logit_bound(qe, ke, bq, bk)))
-    ratio = max(ratios)
-    err = max(T.max_abs(qo, qe), T.max_abs(ko, ke))
-    worst = (qo - qe).abs().nan_to_num(math.inf).argmax()  # the tolerance shown is the one at the largest error
-    tol = float(bq.flatten()[worst])
+        msgs.append(f"{where}: NaN outputs")
+    q64, k64 = torch.from_numpy(arrays["q"]), torch.from_numpy(arrays["k"])
+    bounds = [T.bound(x, pos, inv, att, layout, dtype, own) for x in (q64, k64)]
+    observed = [(qo[0], ko[0]), (ko[1], qo[1])]  # head 1 of q holds k's input, and the reverse
+    judged = [_judge([o], arrays, layout, bounds, calling.compare) for o in observed]
+    ratio, err, tol = max(judged)
     if ratio <= 1.0 and not mutated:
         return rows + [_row(case, layout, "rotation", "pass", err, tol, ratio)], msgs
-    bug = bugs.classify(case, arrays, layout, (qo, ko), dtype, own) if ratio > 1.0 else ""
+    worse = observed[judged.index(max(judged))]
+    bug = bugs.classify(case, arrays, layout, worse, dtype, own, calling.compare) if ratio > 1.0 else ""
     if mutated:
         bug = f"{MUTATES} ({', '.join(mutated)})" + (f"; {bug}" if bug else "")
     return rows + [_row(case, layout, "rotation", "FAIL", err, tol, ratio, bug)], msgs
@@ -121,7 +148,7 @@ def selected(case_list, rope_types=None):
     return [c for c in case_list if not rope_types or c["rope_type"] in rope_types]
 
 
-def run_one(fn, convention, case, data, layout, dtype, freq_fn=None):
+def run_one(fn, calling, case, data, dtype, freq_fn=None):
     """(rows, messages) of one golden case; freq_fn a function or a mapping rope_type -> function."""
     f = freq_fn
     if isinstance(freq_fn, dict) or hasattr(freq_fn, "keys"):
@@ -135,16 +162,19 @@ def run_one(fn, convention, case, data, layout, dtype, freq_fn=None):
         if f is None:
             m = f"{case['id']}: skip: --frequencies has no rope_type {case['rope_type']!r}"
             return [_row(case, "-", "frequencies", "skip", bug="no such rope_type")], [m]
-    return run_case(fn, convention, case, golden.case_arrays(data, case), layout, dtype, f)
+    return run_case(fn, calling, case, golden.case_arrays(data, case), dtype, f)
 
 
-def run(fn, convention, layout, dtype, freq_fn=None, rope_types=None, path=golden.PATH, echo=None):
+def run(fn, convention, layout, dtype, freq_fn=None, rope_types=None, path=golden.PATH, echo=None, *,
+        qk_layout=None, width=None, order=None, compare="outputs", positions=None, array="torch"):
     """(rows, messages) over every golden case (filtered by rope_types); echo(line) as each message comes.
-    In this process: no time limit (the CLI runs the cases in a worker with one, harness/conformance/isolate.py)."""
+    The keywords are conventions.Calling's. In this process: no time limit (the CLI runs the cases in a worker
+    with one, harness/conformance/isolate.py)."""
+    calling = C.Calling(convention, layout, qk_layout, width, order, compare, positions, array)
     case_list, data = golden.load(path)
     rows, msgs = [], []
     for case in selected(case_list, rope_types):
-        r, m = run_one(fn, convention, case, data, layout, dtype, freq_fn)
+        r, m = run_one(fn, calling, case, data, dtype, freq_fn)
         rows += r
         msgs += m
         for line in m:

@@ -1,0 +1,46 @@
+"""HF transformers through its own rotary classes (transformers/models/*/modeling_*.py, modeling_rope_utils.py)."""
+import torch
+
+from harness.conformance.libraries import lacks, rotary_dim
+
+
+def _params(rope):
+    return {n: v for n, v in rope.items() if n not in ("head_dim", "max_position_embeddings")}
+
+
+def llama(q, k, positions, *, rope):
+    """LlamaRotaryEmbedding (its ROPE_INIT_FUNCTIONS, dynamic update, attention_scaling) then apply_rotary_pos_emb;
+    a partial rotary split off as HF's partial models do. Llama's own default frequencies ignore
+    partial_rotary_factor (no Llama is partial), so a partial default case takes GPTNeoXRotaryEmbedding, whose
+    default honours it (GPT-NeoX and Pythia are partial)."""
+    from transformers import GPTNeoXConfig, LlamaConfig
+    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+    lacks("transformers", rope)
+    shape = dict(hidden_size=2 * rope["head_dim"], num_attention_heads=2, rope_parameters=_params(rope),
+                 max_position_embeddings=rope["max_position_embeddings"])
+    if rope["rope_type"] == "default" and rope.get("partial_rotary_factor", 1.0) != 1.0:
+        emb = GPTNeoXRotaryEmbedding(GPTNeoXConfig(**shape))
+    else:
+        emb = LlamaRotaryEmbedding(LlamaConfig(head_dim=rope["head_dim"], num_key_value_heads=2, **shape))
+    cos, sin = emb(q, positions[None])  # (1, P, R) in q's dtype, attention_scaling applied
+    r = cos.shape[-1]
+    q2, k2 = apply_rotary_pos_emb(q[..., :r], k[..., :r], cos, sin)
+    return torch.cat((q2, q[..., r:]), -1), torch.cat((k2, k[..., r:]), -1)
+
+
+def deepseek_v3(q, k, positions, *, rope):
+    """DeepseekV3RotaryEmbedding over qk_rope_head_dim = R, then apply_rotary_pos_emb_interleave on the rope part
+    (modeling_deepseek_v3.py: q_pe, k_pe). Its output pairs come back in the half basis: judged on logits."""
+    from transformers import DeepseekV3Config
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import (DeepseekV3RotaryEmbedding,
+                                                                       apply_rotary_pos_emb_interleave)
+    lacks("transformers-deepseek-v3", rope)
+    r = rotary_dim(rope)
+    params = {n: v for n, v in _params(rope).items() if n != "partial_rotary_factor"}
+    cfg = DeepseekV3Config(qk_rope_head_dim=r, qk_nope_head_dim=rope["head_dim"] - r, hidden_size=64,
+                           num_attention_heads=2, num_key_value_heads=2, rope_parameters=params,
+                           max_position_embeddings=rope["max_position_embeddings"])
+    cos, sin = DeepseekV3RotaryEmbedding(cfg)(q, positions[None])
+    q2, k2 = apply_rotary_pos_emb_interleave(q[..., :r], k[..., :r], cos, sin)
+    return torch.cat((q2, q[..., r:]), -1), torch.cat((k2, k[..., r:]), -1)
