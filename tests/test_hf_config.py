@@ -263,7 +263,12 @@ BAD_FROM_HF = [
     ({**DIMS, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0}},
      r"rope_type 'llama3' needs \['low_freq_factor'\]"),
     ({**DIMS, "rope_scaling": {"rope_type": "default", "mrope_section": [8, 4, 4]}},
-     r"keys \['mrope_section'\] are not taken by rope_type 'default'; its keys: \[\]"),
+     r"^rope_parameters\.mrope_section \[8, 4, 4\]: multimodal RoPE .* the harness's rope is 1-D RoPE over token "
+     r"positions \(on text alone, where t = h = w, M-RoPE is this RoPE: drop mrope_section to read it so\)$"),
+    ({**DIMS, "rope_scaling": {"rope_type": "default", "short_factor": [1.0] * 16}},
+     r"keys \['short_factor'\] are not taken by rope_type 'default'; its keys: \[\]"),
+    ({**DIMS, "rope_scaling": {"rope_type": "axial"}},
+     r"^rope_type 'axial' is 2-D RoPE over a vision encoder's patch rows and columns; the harness's rope is 1-D"),
     ({**DIMS, "rope_scaling": {"rope_type": "yarn", "type": "linear", "factor": 2.0}},
      r"conflicting rope_type 'yarn' and legacy type 'linear'"),
     ({**DIMS, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}, r"conflicting rope_theta"),

@@ -1,0 +1,145 @@
+"""`python -m harness.hf_config`: an HF config.json -> the Hydra overrides that make `encoding=rope` its RoPE (one
+layer type's, with --layer-type, where its rope parameters are per layer type), or a run dir -> HF's rope fragment
+(--from-run). Bad input is one `harness.hf_config: error:` line naming the file, exit 2."""
+from pathlib import Path
+
+from harness.config.hf_json import LayerTypeError, check_values, show
+
+def _hydra(v):
+    """A value in Hydra's override grammar: dicts as {k: v}, lists as [a, b], scalars as themselves."""
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_hydra(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(map(_hydra, v)) + "]"
+    return str(v)
+
+
+def overrides(params: dict) -> list:
+    """Hydra overrides that select these rope parameters (`python -m harness ...`); head_dim is the model's.
+    A dict or list is quoted for the shell and forced with ++ (rope.yaml's `scaling: {}` has no keys to
+    override)."""
+    out = ["encoding=rope"]
+    for k, v in params.items():
+        if k != "head_dim":
+            out.append(f"'++encoding.{k}={_hydra(v)}'" if isinstance(v, (dict, list)) else f"encoding.{k}={v}")
+    return out
+
+
+def from_run(run_dir) -> dict:
+    """The HF fragment of a run's rope encoding (its resolved .hydra/config.yaml); head_dim from the model.
+    Bad input raises ValueError in one line naming the file and the key."""
+    import yaml
+    f = Path(run_dir) / ".hydra" / "config.yaml"
+    if not f.is_file():
+        raise ValueError(f"{run_dir}: no .hydra/config.yaml (a run dir of python -m harness)")
+    try:
+        cfg = yaml.safe_load(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        mark = getattr(e, "problem_mark", None)
+        what = getattr(e, "problem", None) or getattr(e, "reason", None) or getattr(e, "strerror", None) or e
+        raise ValueError(f"{f}: not a readable YAML file ({what}"
+                         f"{f' at line {mark.line + 1}' if mark else ''})") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{f}: a run config holds a mapping, got {show(cfg)}")
+    enc, model = cfg.get("encoding"), cfg.get("model")
+    for key, v in (("encoding", enc), ("model", model)):
+        if not isinstance(v, dict):
+            raise ValueError(f"{f}: {key} must be a mapping, got {show(v)}")
+    enc = dict(enc)
+    if enc.pop("name", None) != "rope":
+        raise ValueError(f"{run_dir}: its encoding is not rope; HF configs describe RoPE")
+    try:
+        check_values(model, {"head_dim": "int>0", "d_model": "int>0", "n_heads": "int>0"}, "model.")
+        if model.get("head_dim") is None and None in (model.get("d_model"), model.get("n_heads")):
+            raise ValueError("model needs head_dim, or d_model and n_heads")
+        head_dim = model.get("head_dim") or model["d_model"] // model["n_heads"]
+        from harness.hf_config import rope_to_hf  # this module is hf_config's CLI: imported by it
+        return rope_to_hf({**enc, "head_dim": head_dim})
+    except ValueError as e:
+        raise ValueError(f"{f}: {e}") from None
+
+
+def _parser(**kw):
+    """argparse whose usage errors are one line (`prog: error: ...`, exit 2) like every other refusal here."""
+    import argparse
+    import sys
+
+    class OneLine(argparse.ArgumentParser):
+        def error(self, message):
+            print(f"{self.prog.removeprefix('python -m ')}: error: {message}; see --help", file=sys.stderr)
+            raise SystemExit(2)
+    return OneLine(**kw)
+
+
+def read_config(path) -> dict:
+    """An HF config.json as a dict; ValueError in one line naming the file and what is wrong with it."""
+    import json
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise ValueError(f"{path}: not a readable JSON file ({e.strerror.lower() if e.strerror else e})") from None
+    if not raw.strip():
+        raise ValueError(f"{path}: not a readable JSON file (it is empty)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a readable JSON file (binary, not UTF-8 text)") from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not a readable JSON file ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a readable JSON file (nested too deeply)") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{path}: an HF config.json holds a JSON object, got {show(cfg)}")
+    return cfg
+
+
+def main(argv=None):
+    import json
+    import sys
+
+    from harness import hf_config  # this module is hf_config's CLI: imported by it
+    ap = _parser(prog="python -m harness.hf_config",
+                 description="HF config.json -> Hydra overrides of encoding=rope, or a run -> HF")
+    ap.add_argument("config", nargs="?", help="an HF config.json")
+    ap.add_argument("--layer-type", help="with per-layer-type rope_parameters (Gemma 3 / 4: full_attention or "
+                    "sliding_attention): which layers' RoPE")
+    ap.add_argument("--from-run", metavar="RUN_DIR", help="print the HF rope fragment of this run's encoding")
+    a = ap.parse_args(argv)
+    try:
+        if (a.config is None) == (a.from_run is None):
+            raise ValueError("give an HF config.json or --from-run RUN_DIR (one of them)")
+        if a.from_run:
+            if a.layer_type is not None:
+                raise ValueError("--layer-type reads an HF config.json; a run has one rope encoding")
+            print(json.dumps(from_run(a.from_run), indent=1))
+            return 0
+        cfg, notes = read_config(a.config), []
+        try:
+            params = hf_config.rope_from_hf(cfg, layer_type=a.layer_type, notes=notes)
+        except LayerTypeError as e:
+            raise ValueError(f"{a.config}: {_layer_type_message(e, a.layer_type)}") from None
+        except ValueError as e:
+            raise ValueError(f"{a.config}: {e}") from None
+    except ValueError as e:
+        print(f"harness.hf_config: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    print(" ".join(overrides(params)))
+    for note in notes:
+        print(f"# {note}", file=sys.stderr)
+    print(f"# head_dim {params['head_dim']}: model.head_dim={params['head_dim']}, or model.d_model / model.n_heads that "
+          f"give it", file=sys.stderr)
+    return 0
+
+
+def _layer_type_message(e, given):
+    """rope_from_hf's layer-type refusal in the CLI's words: the flag, and the layer types it takes."""
+    if not e.choices:  # a flat config given --layer-type: its own words (the fault battery's case names them)
+        return str(e)
+    if given is None:
+        return (f"this config's rope parameters are per layer type: give --layer-type, one of {e.choices} (each "
+                f"layer type's RoPE is one encoding=rope)")
+    return f"--layer-type {given}: {e}"
+
