@@ -111,6 +111,10 @@ def agreement(a: pd.DataFrame, b: pd.DataFrame, level=LEVEL) -> pd.DataFrame:
     return m
 
 
+# a crossover's `established`: where the pair's order is established (agreement's verdict, in words)
+WHERE = {"flip": "at both (a flip)", "a only": "before only", "b only": "after only", "open": "at neither"}
+
+
 def crossovers(tables: dict, level=LEVEL) -> pd.DataFrame:
     """tables: {rung: seed table}, cheapest rung first. Each pair whose mean order changes between consecutive
     rungs, with those rungs and whether the order is established (paired CI excludes 0) on each side."""
@@ -120,5 +124,5 @@ def crossovers(tables: dict, level=LEVEL) -> pd.DataFrame:
         changed = np.sign(m.diff_a) * np.sign(m.diff_b) < 0
         for r in m[changed].itertuples():
             out.append(dict(i=r.i, j=r.j, from_rung=ra, to_rung=rb, diff_from=r.diff_a, diff_to=r.diff_b,
-                            established=r.verdict))
+                            established=WHERE[r.verdict]))
     return pd.DataFrame(out, columns=["i", "j", "from_rung", "to_rung", "diff_from", "diff_to", "established"])

@@ -70,4 +70,4 @@ def test_agreement_names_agreeing_flipping_and_open_pairs():
     assert m["x", "w"] == "b only"  # w is noisy at a only
     c = transfer.crossovers({"1x": a, "4x": b})
     assert set(zip(c.i, c.j)) == {("y", "z"), ("y", "w")} and set(c.from_rung) == {"1x"}
-    assert c.set_index(["i", "j"]).established["y", "z"] == "flip"
+    assert c.set_index(["i", "j"]).established.to_dict() == {("y", "z"): "at both (a flip)", ("y", "w"): "at neither"}

@@ -1,55 +1,93 @@
-"""`## Does the cheap budget predict a bigger one?` — only when the rows hold two or more budgets.
+"""`## Does the laptop ranking hold at more compute?` — only when the rows hold two or more budgets (rungs).
 
-A budget is (model, train steps): the `model` column and the value of the run's `train_steps` row. The
-cheapest and the largest budget (cost ~ n_layers · d_model² · steps, the FLOPs of training up to a
-constant) are compared by Kendall τ between the variants' mean headline metric (stats.kendall_tau, seeds
-of each budget resampled independently: different models are not paired). Variants are matched across
-budgets by their label without the budget part (column `pair`, harness.report.prepare)."""
+A budget is (model, train steps): the `budget` label of harness.report.labels. Rungs are ordered by their
+training FLOPs (the runs' `train_flops` rows, harness.measure.cost; runs written before those rows existed fall
+back to n_layers · d_model² · steps, proportional to them). Every pair of rungs is compared at every evaluation
+length: Kendall τ between the encodings' mean orders with the interval of harness.transfer, and the pairs
+whose order is established (paired 95% CI over seeds excludes 0) at both rungs, agreeing or flipping, by name.
+Variants are matched across rungs by their label without the budget part (column `pair`)."""
 import math
+from itertools import combinations
 
-import matplotlib.pyplot as plt
-import matplotlib.ticker
 import pandas as pd
 
-from harness import stats
-from harness.report.confidence import LENGTHS, mains
-from harness.report.plots import label_points, n_text, save, style
+from harness import stats, transfer
+from harness.report.confidence import mains
+from harness.report.plots import fig_curves, save
 from harness.report.tables import render
+
+SCALE = {"n_params": "parameters", "train_tokens": "tokens", "train_flops": "FLOPs"}
 
 
 def budget_table(df):
-    """One row per budget label: model, steps, cost; sorted cheapest first."""
+    """One row per budget label: model, steps, n_layers, d_model, cost (FLOPs where the rows state them, else the
+    proxy n_layers · d_model² · steps), and the median n_params / train_tokens / train_flops rows; cheapest first."""
     b = df.groupby("budget").agg(model=("model", "first"), steps=("steps", "first"),
                                  n_layers=("n_layers", "first"), d_model=("d_model", "first"))
-    b["cost"] = b.n_layers.astype(float) * b.d_model.astype(float) ** 2 * b.steps.astype(float).fillna(1.0)
+    for metric in SCALE:
+        b[metric] = df[df.metric == metric].groupby("budget").value.median().reindex(b.index)
+    proxy = b.n_layers.astype(float) * b.d_model.astype(float) ** 2 * b.steps.astype(float).fillna(1.0)
+    b["cost"] = b.train_flops if b.train_flops.notna().all() else proxy
     return b.sort_values(["cost", "steps"])
 
 
-def fig_budgets(pairs, cheap, large, qlabel, logscale):
-    """One panel per length: each variant at the cheap budget (x) against the large budget (y), 95% CIs."""
-    fig, axes = plt.subplots(1, len(pairs), figsize=(6.2 * len(pairs), 5.4), squeeze=False)
-    for ax, (title, a, b, tau) in zip(axes[0], pairs):
-        m = a.merge(b, on="pair", suffixes=("_a", "_b")).dropna(subset=["mean_a", "mean_b"])
-        for i, r in enumerate(m.itertuples()):
-            c, _, mk = style(i)
-            ax.errorbar(r.mean_a, r.mean_b, xerr=r.half_a if r.n_a >= 2 else 0, yerr=r.half_b if r.n_b >= 2 else 0,
-                        fmt="none", ecolor=c, capsize=2, lw=1)
-            ax.plot(r.mean_a, r.mean_b, marker=mk, ms=6, color=c, ls="none", label=r.pair)
-        if logscale:
-            plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
-            ax.set(xscale="log", yscale="log")
-            for axis in (ax.xaxis, ax.yaxis):
-                axis.set_major_formatter(plain)
-                axis.set_minor_formatter(plain)
-            ax.tick_params(which="minor", labelsize=7)
-        label_points(ax, m.mean_a.to_numpy(float), m.mean_b.to_numpy(float), list(m.pair))
-        ci = f" [{tau.lo:.2f}, {tau.hi:.2f}]" if math.isfinite(tau.lo) else ""
-        ax.set(title=f"{title}: Kendall τ = {tau.tau:.2f}{ci}", xlabel=f"{qlabel}, {cheap}",
-               ylabel=f"{qlabel}, {large}")
-        ax.grid(alpha=0.3, which="both")
-    fig.suptitle(f"does the cheap budget predict the large one? (points: variants; error bars: 95% CI; "
-                 f"{n_text(pairs[0][1]).split(';')[0]} at the cheap budget)", fontsize=10)
-    return fig
+def _rung_names(b):
+    """'1×', '4×', ... : each budget's cost over the cheapest one's, rounded as a label."""
+    return {k: f"{c / b.cost.iloc[0]:.3g}×" for k, c in b.cost.items()}
+
+
+def _amount(v):
+    return "—" if not math.isfinite(v) else (f"{v / 1e12:.3g}e12" if v >= 1e11 else f"{v / 1e6:.3g}M")
+
+
+def rung_cells(b, names):
+    """The rungs table: name, model shape, steps and the scale rows."""
+    rows = [[names[k], f"{r.model} ({int(r.n_layers)} layers, d_model {int(r.d_model)})", f"{r.steps:.0f}",
+             _amount(r.n_params), _amount(r.train_tokens), _amount(r.train_flops)] for k, r in b.iterrows()]
+    return pd.DataFrame(rows, columns=["rung", "model", "steps", "parameters", "tokens", "training FLOPs"])
+
+
+def _pairs(names_list):
+    return ", ".join(f"{i} / {j}" for i, j in names_list) or "—"
+
+
+def comparisons(d, b, names):
+    """One row per (rung pair, length): τ, its interval, draws' median, agree / flip / one-rung / open counts and
+    the flipped pairs by name; and the crossovers between consecutive rungs at each length."""
+    rows, cross = [], []
+    for rel in sorted(d.rel.dropna().unique()):
+        tables = {k: stats.seed_table(d[(d.budget == k) & (d.rel == rel)], "pair") for k in b.index}
+        tables = {k: t for k, t in tables.items() if not t.empty}
+        for ka, kb in combinations(tables, 2):
+            ta, tb = tables[ka], tables[kb]
+            tau, agree = transfer.tau_interval(ta, tb), transfer.agreement(ta, tb)
+            v = agree.verdict.value_counts()
+            flips = agree[agree.verdict == "flip"]
+            rows.append({"rungs": f"{names[ka]} → {names[kb]}", "length": f"{rel:g}× ({int(rel * d.train_len.iloc[0])})",
+                         "Kendall τ": f"{tau.tau:.2f}",
+                         "95% interval": f"[{tau.lo:.2f}, {tau.hi:.2f}]" if math.isfinite(tau.lo) else "— (< 2 seeds)",
+                         "draws' median": f"{tau.median:.2f}" if math.isfinite(tau.median) else "—",
+                         "agree": int(v.get("agree", 0)), "flip": int(v.get("flip", 0)),
+                         "one rung only": int(v.get("a only", 0) + v.get("b only", 0)), "open": int(v.get("open", 0)),
+                         "flipped pairs": _pairs(zip(flips.i, flips.j)), "seeds": f"{tau.n_seeds_a} / {tau.n_seeds_b}"})
+        c = transfer.crossovers(tables)
+        for r in c.itertuples():
+            cross.append({"pair": f"{r.i} / {r.j}", "length": f"{rel:g}×",
+                          "between": f"{names[r.from_rung]} → {names[r.to_rung]}",
+                          "mean difference (before → after)": f"{r.diff_from:+.3g} → {r.diff_to:+.3g}",
+                          "established": r.established})
+    return pd.DataFrame(rows), pd.DataFrame(cross)
+
+
+def fig_ladder(d, b, names, title):
+    """Mean metric against compute (× the cheapest rung), one panel per evaluation length, 95% t bands."""
+    cost = {k: c / b.cost.iloc[0] for k, c in b.cost.items()}
+    panel = d.rel.map(lambda r: f"{r:g}× train length")
+    s = stats.summarize(d.assign(variant=d.pair, compute=d.budget.map(cost), panel=panel),
+                        ["panel", "variant", "compute"])
+    order = [f"{r:g}× train length" for r in sorted(d.rel.dropna().unique())]
+    return fig_curves(s, "compute", f"{title} against training compute (rungs {', '.join(names[k] for k in b.index)})",
+                      "training FLOPs, × the cheapest rung", title, panels=order)
 
 
 def section(df, out, made):
@@ -57,34 +95,30 @@ def section(df, out, made):
     core = df[~df.ext]
     if core.budget.nunique() < 2:
         return []
-    md = ["## Does the cheap budget predict a bigger one?\n",
-          "Kendall τ between the variants' order at the cheapest and at the largest budget (τ = 1: the same "
-          "order, 0: unrelated); 95% CI from resampling the seeds of each budget independently.\n"]
+    md = ["## Does the laptop ranking hold at more compute?\n",
+          "Each rung trains the same encodings with more compute (model and tokens scaled together). For every "
+          "pair of rungs and every evaluation length: Kendall τ between the encodings' mean orders (1: the same "
+          "order, 0: unrelated) with a 95% interval from the uncertainty of both rungs' mean vectors (harness."
+          "transfer: posterior draws, reflected about τ; the draws' median shows how far noise alone pulls τ "
+          "down), and the pairs of encodings whose order is established (paired 95% CI over seeds excludes 0) "
+          "at both rungs, agreeing or flipping. Crossovers: pairs whose mean order changes between consecutive "
+          "rungs.\n"]
+    b_all = budget_table(df)
     for task, t in core.groupby("task"):
         m = mains(t)
         if not m:
             continue
         metric, _, title, d = m[0]
-        b = budget_table(d)
+        b = b_all.loc[[k for k in b_all.index if k in set(d.budget)]]
         if len(b) < 2:
             continue
-        cheap, large = b.index[0], b.index[-1]
-        rows, pairs = [], []
-        for r, lab in LENGTHS:
-            da, db = (d[(d.budget == x) & (d.rel == r)] for x in (cheap, large))
-            if da.empty or db.empty:
-                continue
-            tau = stats.kendall_tau(stats.seed_table(da, "pair"), stats.seed_table(db, "pair"))
-            ci = f"[{tau.lo:.2f}, {tau.hi:.2f}]" if math.isfinite(tau.lo) else "— (needs ≥ 2 seeds per budget)"
-            rows.append([f"{lab} ({int(da.eval_len.iloc[0])} / {int(db.eval_len.iloc[0])})", f"{tau.tau:.2f}", ci,
-                         str(tau.n_variants), f"{tau.n_seeds_a} / {tau.n_seeds_b}"])
-            pairs.append((f"{lab} train length", stats.summarize(da, "pair"), stats.summarize(db, "pair"), tau))
-        if not rows:
-            continue
-        cells = pd.DataFrame(rows, columns=["length (cheap / large)", "Kendall τ", "95% CI", "encodings",
-                                            "seeds (cheap / large)"]).set_index("length (cheap / large)")
-        name = f"budgets_{task}.png"
-        save(fig_budgets(pairs, cheap, large, title, metric == "ppl"), out, name, made)
-        md += [f"### Task `{task}`: {title}, cheapest `{cheap}` against largest `{large}` "
-               f"({len(b)} budgets)\n", render(cells, "length (cheap / large)"), "", f"![budgets]({name})\n"]
+        names = _rung_names(b)
+        table, cross = comparisons(d, b, names)
+        name = f"ladder_{task}.png"
+        save(fig_ladder(d, b, names, title), out, name, made)
+        md += [f"### Task `{task}`: {title}\n", render(rung_cells(b, names).set_index("rung"), "rung"), "",
+               render(table.set_index("rungs"), "rungs") if not table.empty else "", "",
+               f"![compute ladder]({name})\n", "#### Crossovers between consecutive rungs\n",
+               render(cross.set_index("pair"), "pair") if not cross.empty else "None: no pair's mean order changes.",
+               ""]
     return md
