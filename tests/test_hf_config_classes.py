@@ -195,3 +195,62 @@ def test_gemma4_full_attention_layers_take_the_global_head_dim():
     assert rope_from_hf(saved, layer_type="sliding_attention")["head_dim"] == 256
     hub = {k: v for k, v in saved.items() if k != "per_layer_config"}  # the hub's form: global_head_dim, no overrides
     assert rope_from_hf({**hub, "global_head_dim": 512}, layer_type="full_attention") == full
+
+
+def _layer_types(saved):
+    try:
+        rope_from_hf(saved)
+    except ValueError as e:
+        if getattr(e, "choices", None):
+            return e.choices
+    return [None]
+
+
+def test_plain_json_reading_equals_transformers_for_every_class(monkeypatch):
+    """Without transformers (or for a model_type it does not know) hf_config reads the JSON by HF's rules by hand
+    (harness.config.hf_json): for every compared class's config.json it gives what transformers' class gives."""
+    from harness.config import hf_transformers
+    ours = {}
+    for model_type in COMPARED:
+        saved = CLASSES[model_type].to_dict()
+        ours[model_type] = {lt: rope_from_hf(saved, layer_type=lt) for lt in _layer_types(saved)}
+    monkeypatch.setattr(hf_transformers, "config_class", lambda model_type: None)
+    differ = [t for t in COMPARED
+              if {lt: rope_from_hf(CLASSES[t].to_dict(), layer_type=lt) for lt in ours[t]} != ours[t]]
+    assert not differ
+
+
+def test_the_plain_reading_s_tables_are_transformers_own():
+    """hf_json's tables of class knowledge equal what transformers' classes say: the attribute_map entries of the
+    keys it reads, and the classes whose rope_interleave defaults to True."""
+    from harness.config.hf_json import ATTRIBUTE_MAPS, INTERLEAVED_MODEL_TYPES
+    keys = ("head_dim", "hidden_size", "num_attention_heads", "max_position_embeddings", "rope_theta",
+            "partial_rotary_factor", "rope_interleave")
+    maps = {t: {k: v for k, v in (getattr(type(c), "attribute_map", None) or {}).items() if k in keys}
+            for t, c in CLASSES.items() if t not in REFUSED}
+    assert {t: m for t, m in maps.items() if m} == ATTRIBUTE_MAPS
+    interleaved = {t for t, c in CLASSES.items() if getattr(c, "rope_interleave", None) is True}
+    assert interleaved == set(INTERLEAVED_MODEL_TYPES) - {"deepseek_v2"}  # V2 rotates via view_as_complex
+
+
+def test_a_composite_config_reads_its_text_config():
+    """A multimodal config.json (Gemma 3, Qwen2-VL, ...: the text model's RoPE in text_config) reads as its text
+    config does, for every composite class transformers has whose text config has a RoPE."""
+    checked = 0
+    for model_type in sorted(CONFIG_MAPPING_NAMES):
+        if model_type in NO_DEFAULT or model_type in CLASSES:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                cfg = CONFIG_MAPPING[model_type]()
+                text = cfg.get_text_config(decoder=True)
+            except Exception:  # noqa: BLE001 - a class without a text part
+                continue
+        if text is cfg or not getattr(text, "rope_parameters", None) or text.model_type in {**REFUSED, **OVERRIDDEN}:
+            continue
+        saved, alone = cfg.to_dict(), text.to_dict()
+        for lt in _layer_types(alone):
+            assert rope_from_hf(saved, layer_type=lt) == rope_from_hf(alone, layer_type=lt), (model_type, lt)
+        checked += 1
+    assert checked > 50  # transformers 5.x: about 100

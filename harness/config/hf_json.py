@@ -32,6 +32,16 @@ ROTARY_INTERLEAVES = ("cohere", "cohere2", "cohere2_moe", "blt_global_transforme
 # Gemma4TextConfig & co., a builder-only key that becomes per_layer_config): without transformers it must be given.
 GLOBAL_HEAD_DIM_TYPES = ("gemma4_text", "gemma4_unified_text", "diffusion_gemma_text", "embedding_gemma2_text")
 GLOBAL_LAYERS = "full_attention"
+# The config classes whose names for what hf_config reads differ from HF's usual ones (their `attribute_map`;
+# tests/test_hf_config_classes.py checks this against every class transformers has): the JSON key -> HF's name.
+ATTRIBUTE_MAPS = {
+    "bailing_hybrid": {"max_position_embeddings": "model_max_length"},
+    "dbrx": {"num_attention_heads": "n_heads", "hidden_size": "d_model", "max_position_embeddings": "max_seq_len"},
+    "glm4_moe_lite": {"head_dim": "qk_rope_head_dim"},
+    "jetmoe": {"head_dim": "kv_channels"},
+    "moonshine": {"num_attention_heads": "decoder_num_attention_heads"},
+    "zamba2": {"head_dim": "attention_head_dim"},
+}
 COMMON_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
 # What each value HF's config may hold must be (null = absent everywhere): checked before any use, so a wrong
 # type, NaN or a negative length is one line naming the key, never a traceback or a silently wrong encoding.
@@ -118,11 +128,12 @@ def pick(name, inner, outer, strict=True):
 
 def text_part(config):
     """The part of config.json that holds the text model's RoPE: a composite's text_config (Gemma 3, Qwen2-VL:
-    HF's get_text_config) when the top level has none."""
+    HF's get_text_config) when the top level has none; with HF's names for the keys its class names otherwise."""
     inner = config.get("text_config")
     if isinstance(inner, dict) and all(config.get(k) is None for k in RAW_ROPE):
-        return inner
-    return config
+        config = inner
+    names = ATTRIBUTE_MAPS.get(config.get("model_type"), {})  # HF's name -> the class's own
+    return {**config, **{hf: config[own] for hf, own in names.items() if config.get(own) is not None}}
 
 
 def rope_dict(config):
@@ -163,7 +174,8 @@ def lint(config):
         raise ValueError(f"an HF config.json holds a JSON object; got {show(config)}")
     check_values(config, TOP_LEVEL)
     part = text_part(config)
-    where = "text_config." if part is not config else ""
+    where = "text_config." if config.get("text_config") is not None and all(
+        config.get(k) is None for k in RAW_ROPE) else ""
     check_values(part, TOP_LEVEL, where)
     rp, nested = rope_dict(part)
     max_len = part.get("max_position_embeddings")
