@@ -10,23 +10,17 @@ import copy
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+try:  # the reference: without it, the tests of the plain-JSON reading, the checks and the CLI still run
+    import transformers
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS as HF_INIT
+except ImportError:
+    transformers = None
+needs_transformers = pytest.mark.skipif(transformers is None, reason="transformers is not installed: HF's own config "
+                                        "and rotary classes are the reference (the plain-JSON reading is tested)")
 
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS as HF_INIT  # noqa: E402
-from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3RotaryEmbedding  # noqa: E402
-from transformers.models.deepseek_v3.modeling_deepseek_v3 import apply_rotary_pos_emb_interleave  # noqa: E402
-from transformers.models.gemma2.modeling_gemma2 import Gemma2RotaryEmbedding  # noqa: E402
-from transformers.models.gemma3.modeling_gemma3 import Gemma3RotaryEmbedding  # noqa: E402
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb as llama_apply  # noqa: E402
-from transformers.models.phi.modeling_phi import PhiRotaryEmbedding  # noqa: E402
-from transformers.models.phi3.modeling_phi3 import Phi3RotaryEmbedding  # noqa: E402
-from transformers.models.phi3.modeling_phi3 import apply_rotary_pos_emb as phi3_apply  # noqa: E402
-from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding  # noqa: E402
-
-from harness.encodings import build  # noqa: E402
-from harness.hf_config import HF_ROPE_TYPES, rope_from_hf, rope_to_hf  # noqa: E402
-from harness.rope.frequencies import ROPE_INIT_FUNCTIONS, SEQ_LEN_TYPES  # noqa: E402
+from harness.encodings import build
+from harness.hf_config import HF_ROPE_TYPES, rope_from_hf, rope_to_hf
+from harness.rope.frequencies import ROPE_INIT_FUNCTIONS, SEQ_LEN_TYPES
 
 # meta-llama/Llama-3.1-8B config.json (rope keys and the dims they need)
 LLAMA_31_8B = {
@@ -93,19 +87,28 @@ PHI35_MINI = {"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 
               "original_max_position_embeddings": 4096, "rope_theta": 10000.0,
               "rope_scaling": {"long_factor": PHI35_LONG, "short_factor": PHI35_SHORT, "type": "longrope"}}
 
-# id: (config.json dict, HF config class, the model's RotaryEmbedding class)
+# id: (config.json dict, HF config class, the model's modeling module and its RotaryEmbedding class), by name
 FAMILIES = {
-    "llama3.1": (LLAMA_31_8B, transformers.LlamaConfig, LlamaRotaryEmbedding),
-    "qwen2": (QWEN2_7B, transformers.Qwen2Config, Qwen2RotaryEmbedding),
-    "qwen2_yarn": (QWEN2_7B_INSTRUCT_YARN, transformers.Qwen2Config, Qwen2RotaryEmbedding),
-    "gemma2": (GEMMA2_9B, transformers.Gemma2Config, Gemma2RotaryEmbedding),
-    "deepseek_v3": (DEEPSEEK_V3, transformers.DeepseekV3Config, DeepseekV3RotaryEmbedding),
-    "phi2": (PHI_2, transformers.PhiConfig, PhiRotaryEmbedding),
-    "phi3.5_longrope": (PHI35_MINI, transformers.Phi3Config, Phi3RotaryEmbedding),
-    "llama2_linear": (LLAMA_2_LINEAR, transformers.LlamaConfig, LlamaRotaryEmbedding),
-    "llama2_dynamic": (LLAMA_2_DYNAMIC, transformers.LlamaConfig, LlamaRotaryEmbedding),
-    "proportional": (PROPORTIONAL, transformers.LlamaConfig, LlamaRotaryEmbedding),
+    "llama3.1": (LLAMA_31_8B, "LlamaConfig", "llama.modeling_llama.LlamaRotaryEmbedding"),
+    "qwen2": (QWEN2_7B, "Qwen2Config", "qwen2.modeling_qwen2.Qwen2RotaryEmbedding"),
+    "qwen2_yarn": (QWEN2_7B_INSTRUCT_YARN, "Qwen2Config", "qwen2.modeling_qwen2.Qwen2RotaryEmbedding"),
+    "gemma2": (GEMMA2_9B, "Gemma2Config", "gemma2.modeling_gemma2.Gemma2RotaryEmbedding"),
+    "deepseek_v3": (DEEPSEEK_V3, "DeepseekV3Config", "deepseek_v3.modeling_deepseek_v3.DeepseekV3RotaryEmbedding"),
+    "phi2": (PHI_2, "PhiConfig", "phi.modeling_phi.PhiRotaryEmbedding"),
+    "phi3.5_longrope": (PHI35_MINI, "Phi3Config", "phi3.modeling_phi3.Phi3RotaryEmbedding"),
+    "llama2_linear": (LLAMA_2_LINEAR, "LlamaConfig", "llama.modeling_llama.LlamaRotaryEmbedding"),
+    "llama2_dynamic": (LLAMA_2_DYNAMIC, "LlamaConfig", "llama.modeling_llama.LlamaRotaryEmbedding"),
+    "proportional": (PROPORTIONAL, "LlamaConfig", "llama.modeling_llama.LlamaRotaryEmbedding"),
 }
+
+
+def hf_object(dotted):
+    """transformers.models.<dotted>: a modeling module's class or function."""
+    import importlib
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(f"transformers.models.{module}"), name)
+
+
 # lengths at which the seq_len-dependent types are compared too: at, just past and far past the trained length
 LENGTHS = {"llama2_dynamic": (4096, 4097, 3 * 4096 + 5), "phi3.5_longrope": (4096, 4097, 131072)}
 
@@ -113,14 +116,14 @@ LENGTHS = {"llama2_dynamic": (4096, 4097, 3 * 4096 + 5), "phi3.5_longrope": (409
 def hf_config(family, overrides=None):
     """The HF config object as transformers builds it from config.json (a deep copy: HF edits the dicts it gets)."""
     cfg, cls, _ = FAMILIES[family]
-    return cls(**copy.deepcopy(overrides if overrides is not None else cfg))
+    return getattr(transformers, cls)(**copy.deepcopy(overrides if overrides is not None else cfg))
 
 
 def hf_frequencies(family, config, seq_len=None):
     """(inv_freq, attention_factor) as the model's RotaryEmbedding holds them at init, or as HF recomputes them at
     seq_len (dynamic_rope_update calls ROPE_INIT_FUNCTIONS[rope_type](config, device, seq_len=...))."""
     if seq_len is None:
-        rotary = FAMILIES[family][2](config)
+        rotary = hf_object(FAMILIES[family][2])(config)
         return rotary.inv_freq, rotary.attention_scaling
     return HF_INIT[config.rope_parameters["rope_type"]](config, None, seq_len=seq_len)
 
@@ -132,12 +135,26 @@ def assert_same(ours, theirs):
     assert att == pytest.approx(hf_att, rel=1e-15, abs=0)
 
 
+@pytest.fixture(params=["transformers", "json"])
+def reading(request, monkeypatch):
+    """Each reading of a config.json: transformers' own config class for its model_type, and the plain JSON by
+    HF's rules (harness.config.hf_json: what runs without transformers)."""
+    from harness.config import hf_transformers
+    if request.param == "json":
+        monkeypatch.setattr(hf_transformers, "config_class", lambda model_type: None)
+    elif transformers is None:
+        pytest.skip("transformers is not installed: its reading cannot run")
+    return request.param
+
+
+@needs_transformers
 def test_hf_rope_types_are_transformers_own():
     # every type HF computes (its ROPE_INIT_FUNCTIONS plus each model's "default") and nothing else; all are ours
     assert set(HF_ROPE_TYPES) == set(HF_INIT) | {"default"}
     assert set(HF_ROPE_TYPES) <= set(ROPE_INIT_FUNCTIONS)
 
 
+@needs_transformers
 @pytest.mark.parametrize("family", FAMILIES)
 def test_frequencies_equal_hf(family):
     enc = build("rope", **rope_from_hf(FAMILIES[family][0]))
@@ -148,6 +165,7 @@ def test_frequencies_equal_hf(family):
         assert_same(enc.frequencies(seq_len), hf_frequencies(family, config, seq_len))
 
 
+@needs_transformers
 @pytest.mark.parametrize("family", FAMILIES)
 def test_reads_what_transformers_v5_writes(family):
     # PreTrainedConfig.to_dict: rope_theta moved into rope_parameters, type and rope_type both kept, Phi-3's
@@ -155,6 +173,7 @@ def test_reads_what_transformers_v5_writes(family):
     assert rope_from_hf(hf_config(family).to_dict()) == rope_from_hf(FAMILIES[family][0])
 
 
+@needs_transformers
 @pytest.mark.parametrize("family", FAMILIES)
 def test_round_trip_and_the_fragment_is_hf_correct(family):
     params = rope_from_hf(FAMILIES[family][0])
@@ -171,28 +190,30 @@ def test_round_trip_and_the_fragment_is_hf_correct(family):
 
 # family: (HF's apply function for it, first position): offsets past the trained length make HF's forward switch
 # to LongRoPE's long factors / rescale dynamic NTK (dynamic_rope_update) and ours do the same from pos.max()
-ROTATIONS = {"deepseek_v3": (apply_rotary_pos_emb_interleave, 0), "qwen2_yarn": (llama_apply, 0),
-             "phi3.5_longrope": (phi3_apply, 5000), "llama2_dynamic": (llama_apply, 9000),
-             "proportional": (llama_apply, 0), "llama3.1": (llama_apply, 0)}
+LLAMA_APPLY = "llama.modeling_llama.apply_rotary_pos_emb"
+ROTATIONS = {"deepseek_v3": ("deepseek_v3.modeling_deepseek_v3.apply_rotary_pos_emb_interleave", 0),
+             "qwen2_yarn": (LLAMA_APPLY, 0), "phi3.5_longrope": ("phi3.modeling_phi3.apply_rotary_pos_emb", 5000),
+             "llama2_dynamic": (LLAMA_APPLY, 9000), "proportional": (LLAMA_APPLY, 0), "llama3.1": (LLAMA_APPLY, 0)}
 
 
+@needs_transformers
 @pytest.mark.parametrize("family", ROTATIONS)
 def test_rotated_scores_equal_hf(family):
     # through both forwards: the model's RotaryEmbedding (cos, sin times attention_scaling) and its apply function
     # against our rotate(). Compared as q.k scores: DeepSeek's interleave returns the pairs de-interleaved
     # (x[2j] to j, x[2j+1] to j + D/2), a permutation of the features that q.k does not see.
-    apply, start = ROTATIONS[family]
+    apply, start = hf_object(ROTATIONS[family][0]), ROTATIONS[family][1]
     params = rope_from_hf(FAMILIES[family][0])
     gen = torch.Generator().manual_seed(0)
     q, k = torch.randn(2, 1, 2, 12, params["head_dim"], generator=gen)  # each (B, H, T, D)
     pos = torch.arange(start, start + 12)
-    cos, sin = FAMILIES[family][2](hf_config(family))(q, pos[None])
+    cos, sin = hf_object(FAMILIES[family][2])(hf_config(family))(q, pos[None])
     hq, hk = apply(q, k, cos, sin)
     oq, ok = build("rope", **params, impl="reference").rotate(q, k, pos)
     torch.testing.assert_close(oq @ ok.transpose(-1, -2), hq @ hk.transpose(-1, -2), rtol=1e-5, atol=1e-5)
 
 
-def test_parameters_of_real_configs():
+def test_parameters_of_real_configs(reading):
     assert rope_from_hf(LLAMA_31_8B) == {
         "head_dim": 128, "base": 500000.0, "layout": "half", "partial_rotary_factor": 1.0, "rope_type": "llama3",
         "scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
@@ -209,7 +230,7 @@ def test_parameters_of_real_configs():
         rope_from_hf(PHI35_MINI)  # Phi-3's first name for LongRoPE
 
 
-def test_dynamic_takes_max_position_embeddings_as_trained_length():
+def test_dynamic_takes_max_position_embeddings_as_trained_length(reading):
     # HF's dynamic NTK never reads original_max_position_embeddings: its trained length is max_position_embeddings
     params = rope_from_hf(LLAMA_2_DYNAMIC)
     assert params["scaling"] == {"factor": 2.0, "original_max_position_embeddings": 4096}
@@ -220,7 +241,7 @@ def test_dynamic_takes_max_position_embeddings_as_trained_length():
     assert rope_from_hf(same) == params
 
 
-def test_rope_theta_top_level_or_in_rope_parameters():
+def test_rope_theta_top_level_or_in_rope_parameters(reading):
     v4 = {"hidden_size": 64, "num_attention_heads": 2, "rope_theta": 5e5}
     v5 = {"hidden_size": 64, "num_attention_heads": 2, "rope_parameters": {"rope_type": "default", "rope_theta": 5e5}}
     both = {**v5, "rope_theta": 500000}  # equal values: fine
@@ -228,6 +249,7 @@ def test_rope_theta_top_level_or_in_rope_parameters():
     assert rope_from_hf(v4)["base"] == 500000.0 and rope_from_hf(v4)["rope_type"] == "default"
 
 
+@needs_transformers
 def test_per_layer_rope_parameters():
     # google/gemma-3-4b-it config.json text_config: global layers linear x8 at 1e6, local layers at 1e4;
     # Gemma3TextConfig turns it into v5's per-layer-type rope_parameters
@@ -235,7 +257,7 @@ def test_per_layer_rope_parameters():
               "max_position_embeddings": 131072, "sliding_window": 1024, "rope_theta": 1000000.0,
               "rope_local_base_freq": 10000.0, "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}
     config = transformers.Gemma3TextConfig(**copy.deepcopy(gemma3))
-    saved, rotary = config.to_dict(), Gemma3RotaryEmbedding(config)
+    saved, rotary = config.to_dict(), hf_object("gemma3.modeling_gemma3.Gemma3RotaryEmbedding")(config)
     for layer_type, rope_type in (("full_attention", "linear"), ("sliding_attention", "default")):
         params = rope_from_hf(saved, layer_type=layer_type)
         assert params["rope_type"] == rope_type
@@ -323,7 +345,7 @@ BAD_FROM_HF = [
 
 
 @pytest.mark.parametrize("config, message", BAD_FROM_HF)
-def test_bad_hf_config_is_one_line(config, message):
+def test_bad_hf_config_is_one_line(config, message, reading):
     with pytest.raises(ValueError, match=message) as info:
         rope_from_hf(config)
     assert "\n" not in str(info.value)
@@ -336,7 +358,7 @@ def test_every_rope_key_has_a_checked_kind():
     assert taken <= set(ROPE_KEYS), sorted(taken - set(ROPE_KEYS))
 
 
-def test_layer_type_on_a_flat_config_is_refused():
+def test_layer_type_on_a_flat_config_is_refused(reading):
     with pytest.raises(ValueError, match=r"^layer_type 'full_attention' given, but this config's rope parameters are "
                                          r"not per layer type"):
         rope_from_hf(LLAMA_31_8B, layer_type="full_attention")
@@ -359,7 +381,7 @@ def test_bad_params_are_one_line(params, message):
     assert "\n" not in str(info.value)
 
 
-def test_longrope_needs_its_factor():
+def test_longrope_needs_its_factor(reading):
     """Phi-3's rope_scaling has no factor; HF derives 32 (131072 / 4096), whose attention factor is
     sqrt(1 + ln 32 / ln 4096) = 1.1902 (transformers modeling_rope_utils._compute_longrope_parameters). A default
     of 1 would give 1.0 silently, so our longrope refuses a missing factor and rope_from_hf supplies HF's."""
@@ -487,3 +509,81 @@ def test_cli_layer_type_on_a_flat_config_names_the_file(tmp_path, capsys):
     assert main([str(tmp_path / "cfg.json"), "--layer-type", "full_attention"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{tmp_path / 'cfg.json'}: layer_type 'full_attention' given" in err
+
+
+# google/gemma-4 text config's RoPE layout (Gemma4TextConfig's defaults, 6 layers): sliding layers head_dim 256 at
+# 1e4; full-attention layers global_head_dim 512 (the hub key: a builder-only kwarg that becomes per_layer_config),
+# proportional RoPE at 1e6 with p = 0.25
+GEMMA4 = {"model_type": "gemma4_text", "hidden_size": 2304, "num_attention_heads": 8, "num_hidden_layers": 6,
+          "head_dim": 256, "global_head_dim": 512, "max_position_embeddings": 131072,
+          "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "rope_parameters": {
+              "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+              "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1e6}}}
+
+
+def test_gemma4_full_attention_takes_the_global_head_dim(reading):
+    full = rope_from_hf(GEMMA4, layer_type="full_attention")
+    assert (full["head_dim"], full["rope_type"], full["base"], full["partial_rotary_factor"]) == \
+        (512, "proportional", 1e6, 0.25)
+    inv, _ = build("rope", **full).frequencies(None)
+    assert inv.shape == (256,) and int((inv != 0).sum()) == 64  # 512 / 2 pairs, a quarter of them rotating
+    assert rope_from_hf(GEMMA4, layer_type="sliding_attention")["head_dim"] == 256
+    # v5's saved form: per_layer_config instead of global_head_dim
+    saved = {**{k: v for k, v in GEMMA4.items() if k != "global_head_dim"}, "per_layer_config": {"5": {"head_dim": 512}}}
+    assert rope_from_hf(saved, layer_type="full_attention") == full
+
+
+def test_gemma4_without_its_global_head_dim_is_refused_as_plain_json(monkeypatch):
+    from harness.config import hf_transformers
+    monkeypatch.setattr(hf_transformers, "config_class", lambda model_type: None)
+    bare = {k: v for k, v in GEMMA4.items() if k != "global_head_dim"}
+    with pytest.raises(ValueError, match=r"gives its full_attention layers their own head size \(global_head_dim"):
+        rope_from_hf(bare, layer_type="full_attention")
+
+
+def test_cli_per_layer_config_names_the_flag_and_the_layer_types(tmp_path, capsys):
+    import json
+
+    from harness.hf_config import main
+    (tmp_path / "gemma4.json").write_text(json.dumps(GEMMA4))
+    assert main([str(tmp_path / "gemma4.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "give --layer-type, one of ['full_attention', 'sliding_attention']" in err, err
+    assert main([str(tmp_path / "gemma4.json"), "--layer-type", "global"]) == 2
+    err = capsys.readouterr().err
+    assert "--layer-type global: " in err and "['full_attention', 'sliding_attention']" in err, err
+    assert main([str(tmp_path / "gemma4.json"), "--layer-type", "full_attention"]) == 0
+    out = capsys.readouterr()
+    assert "encoding.rope_type=proportional" in out.out and "encoding.base=1000000.0" in out.out
+    assert out.err.startswith("# head_dim 512: model.head_dim=512")
+
+
+def test_cli_names_the_keys_it_ignores(tmp_path, capsys):
+    """Ministral 3 keeps its query temperature's beta in rope_parameters: not the rotation, said on stderr."""
+    import json
+
+    from harness.hf_config import main
+    cfg = {**DIMS, "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 16.0, "beta_fast": 32.0,
+                                       "beta_slow": 1.0, "original_max_position_embeddings": 16,
+                                       "llama_4_scaling_beta": 0.1}}
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    assert main([str(tmp_path / "cfg.json")]) == 0
+    err = capsys.readouterr().err
+    assert "# ignored rope_parameters.llama_4_scaling_beta 0.1: Ministral 3" in err
+
+
+def test_without_transformers_the_cli_reads_the_plain_json(tmp_path):
+    """transformers missing: `python -m harness.hf_config` still converts (the plain-JSON reading)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    (tmp_path / "cfg.json").write_text(json.dumps(LLAMA_31_8B))
+    code = ("import runpy, sys; sys.modules['transformers'] = None; "
+            f"sys.argv = ['hf_config', {str(tmp_path / 'cfg.json')!r}]; "
+            "runpy.run_module('harness.hf_config', run_name='__main__')")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("encoding=rope encoding.base=500000.0 encoding.layout=half") and \
+        "encoding.rope_type=llama3" in out.stdout
