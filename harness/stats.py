@@ -95,8 +95,8 @@ def interval(x, level=LEVEL, method="t", n_boot=10_000, seed=0) -> Interval:
     if n < 2:
         return Interval(n, mean, NAN, NAN, NAN)
     std = float(x.std(ddof=1))
-    if std == 0:  # scipy.stats.t takes scale > 0 only (NaN otherwise); every resample's mean is the mean too
-        return Interval(n, mean, std, mean, mean)
+    if np.abs(x - mean).max() <= 10 * np.finfo(float).eps * abs(mean):  # constant up to rounding (scipy's test):
+        return Interval(n, mean, std, mean, mean)  # no t scale > 0, and every resample's mean is the mean
     if method == "t":  # mean ± t_{(1+level)/2, n-1} s/√n
         lo, hi = scipy.stats.t.interval(level, n - 1, loc=mean, scale=scipy.stats.sem(x))
     else:
@@ -141,7 +141,7 @@ def paired(a, b, level=LEVEL, method="t", n_perm=10_000, seed=0) -> Paired:
     n, diff = len(d), float(d.mean()) if len(d) else NAN
     if n < 2:
         return Paired(n, diff, NAN, NAN, NAN)
-    if d.std(ddof=1) == 0:  # t = ±inf or 0/0 (scipy: p NaN for 0/0); every sign flip gives |mean| = |diff|
+    if np.abs(d - diff).max() <= 10 * np.finfo(float).eps * abs(diff):  # constant up to rounding: t = ±inf or 0/0
         return Paired(n, diff, diff, diff, 0.0 if diff != 0 else 1.0)
     if method == "t":
         res = scipy.stats.ttest_rel(a, b)

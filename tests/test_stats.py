@@ -135,6 +135,22 @@ def test_paired_zero_variance_difference():
     assert (same.diff, same.lo, same.hi, same.p, same.significant) == (0.0, 0.0, 0.0, 1.0, False)
 
 
+def test_differences_constant_up_to_rounding_are_constant():
+    # 3.3 - 1.7 and 7.7 - 6.1 are 1.6 up to one rounding each: their spread (7e-16) is no variance. scipy's
+    # precision-loss test decides (max |d - mean| <= 10 eps |mean|), so scipy is not asked and does not warn; the
+    # hand-written t-test before gave p = 1.4e-16 and a CI [1.5999999999999956, 1.6000000000000045] from that rounding
+    a, b = np.array([3.3, 7.7]), np.array([1.7, 6.1])
+    assert np.ptp(a - b) > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for method in ("t", "permutation"):
+            r = stats.paired(a, b, method=method)
+            assert (r.lo, r.hi, r.p) == (r.diff, r.diff, 0.0) and r.diff == pytest.approx(1.6)
+        iv = stats.interval(a - b)
+        assert iv.lo == iv.hi == iv.mean
+    assert stats.paired(np.array([1.0, 2.0]), np.array([2.0, 1.0])).p == 1.0  # mean 0, spread 2: a real t-test
+
+
 def test_permutation_exact_sign_flip():
     # hand count: d = 1..5, mean 3 is the largest |mean| of the 32 sign patterns, reached only by all + and
     # all - -> two-sided p = 2/32
