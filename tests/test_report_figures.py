@@ -37,6 +37,39 @@ def test_every_figure_has_at_most_8_curves_a_panel_and_no_two_alike(tmp_path, mo
     assert {ax.get_title() for ax in panels} >= {"bias", "per-layer", "content / normalizer"}
 
 
+def test_styles_stay_distinct_for_many_curves_and_panels():
+    import matplotlib.colors
+    import matplotlib.pyplot as plt
+    from harness.report import style
+    tab10 = [matplotlib.colors.to_hex(c) for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 7]
+    assert [matplotlib.colors.to_hex(c) for c in style.PALETTE[:9]] == tab10  # the usual colours first
+    assert all(max(c) - min(c) > 0.1 for c in style.PALETTE)  # no grey: grey is the context colour
+    assert len({style.style(i) for i in range(708)}) == 708 and len({style.distinct(i) for i in range(708)}) == 708
+    assert all(a != b for i in range(100) for a, b in zip(style.distinct(i), style.distinct(i + 1)))
+    panels = [(f"p{k}", ["ref"] + [f"v{k}.{j}" for j in range(8)]) for k in range(48)]  # 48 panels of 8 + reference
+    looks = style.styles(panels, reference="ref")
+    assert looks["ref"] == style.REFERENCE and len(set(looks.values())) == len(looks) == 1 + 48 * 8
+
+
+def test_point_labels_overlap_neither_one_another_nor_leave_the_axes():
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from harness.report.plots import label_points
+    rng = np.random.default_rng(0)
+    xs, ys = rng.normal(0, 1, 15), rng.normal(0, 1, 15)
+    xs[:6], ys[:6] = rng.normal(0, 0.01, 6), rng.normal(0, 0.01, 6)  # six points on top of one another
+    fig, ax = plt.subplots(figsize=(5, 4))
+    ax.plot(xs, ys, "o")
+    texts = label_points(ax, xs, ys, [f"encoding_{i} pair" for i in range(15)])
+    fig.canvas.draw()
+    boxes = [t.get_window_extent() for t in texts]
+    assert [t.get_text() for t in texts] == [f"encoding_{i} pair" for i in range(15)]
+    assert not [(i, j) for i in range(15) for j in range(i) if boxes[i].overlaps(boxes[j])]
+    inside = ax.get_window_extent()
+    assert all(inside.x0 <= b.x0 and b.x1 <= inside.x1 and inside.y0 <= b.y0 and b.y1 <= inside.y1 for b in boxes)
+    plt.close(fig)
+
+
 def test_families_come_from_the_encoding_objects():
     from harness.report import families
     names = ("alibi", "rope", "xpos", "learned", "nope", "irope", "cope", "stick_breaking", "rope_alibi", "comrope",

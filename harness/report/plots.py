@@ -184,21 +184,11 @@ def fig_bars(s, title, xlabel, censored=(), note=""):
 
 
 def label_points(ax, xs, ys, labels, fontsize=8):
-    """Annotate points with labels that do not overlap: each label takes the first of a few offsets
-    around its point whose box (estimated from the text length) is free of the boxes already placed."""
+    """Annotate points with labels that overlap neither one another nor the points, a thin grey line from a label
+    moved off its point (adjustText). Call it last: it places the labels for the axes' limits at the time."""
+    from adjustText import adjust_text  # at first use (DESIGN.md §6.6)
     ax.autoscale_view()
-    pts = ax.transData.transform(np.column_stack([xs, ys])) * 72 / ax.figure.dpi  # display -> points
-    w_char, h = 0.56 * fontsize, fontsize + 1
-    placed = []
-    for (px, py), x, y, text in sorted(zip(pts.tolist(), xs, ys, labels), key=lambda t: -t[0][1]):
-        w = w_char * len(text)
-        cands = [(4, 2), (4, -h - 2), (-w - 4, 2), (-w - 4, -h - 2), (4, h + 3), (4, -2 * h - 4), (-w / 2, h + 4),
-                 (-w / 2, -2 * h - 4)]
-
-        def overlap(o):
-            x0, y0 = px + o[0], py + o[1]
-            return sum(max(0, min(x0 + w, b[2]) - max(x0, b[0])) * max(0, min(y0 + h, b[3]) - max(y0, b[1]))
-                       for b in placed)
-        best = min(cands, key=lambda o: (overlap(o) > 0, overlap(o), cands.index(o)))
-        placed.append((px + best[0], py + best[1], px + best[0] + w, py + best[1] + h))
-        ax.annotate(text, (x, y), xytext=best, textcoords="offset points", fontsize=fontsize)
+    texts = [ax.text(x, y, text, fontsize=fontsize) for x, y, text in zip(xs, ys, labels)]
+    adjust_text(texts, x=np.asarray(xs, dtype=float), y=np.asarray(ys, dtype=float), ax=ax,
+                arrowprops=dict(arrowstyle="-", color="grey", lw=0.6))
+    return texts

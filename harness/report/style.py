@@ -1,14 +1,20 @@
 """The report's visual vocabulary in one place: curve styles (no two curves of a figure alike) and the human axis
 labels of row columns and metrics, with their units."""
+import colorsys
+
+import colorcet
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
-# tab10 without its grey (grey is the context colour); the reference curve is black
-PALETTE = tuple(c for i, c in enumerate(plt.get_cmap("tab10").colors) if i != 7)
+# colorcet's glasbey_category10: tab10, then colours chosen by Glasbey's method to be far from all before them.
+# Left out: greys (grey is the context colour) and light colours that vanish on white (HLS saturation < 0.3 or
+# lightness > 0.75). The first 9 are tab10 without its grey; 177 in all. The reference curve is black.
+PALETTE = tuple(c for c in map(tuple, colorcet.glasbey_category10)
+                if colorsys.rgb_to_hls(*c)[2] >= 0.3 and colorsys.rgb_to_hls(*c)[1] <= 0.75)
 LINESTYLES = ("-", "--", "-.", ":")
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<")
+# matplotlib's filled markers less "*" (the reference's), "." (too small) and the look-alikes of "o" ("8", "H")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "d")
 REFERENCE = ("black", "-", "*")
 LEGEND = dict(fontsize=8, framealpha=0.85, handlelength=2.6)  # every legend: readable, inside its axes
 
@@ -37,21 +43,23 @@ def label(name, log=False):
 
 
 def look(j, k):
-    """(colour, line style, marker) of the j-th curve (j < 9) of the k-th panel: a colour per place in the panel,
-    a line style per panel, and a marker that changes with both (curves that coincide in a panel still show two
-    shapes). Two (j, k) look alike only when j and k both agree (k modulo 32)."""
+    """(colour, line style, marker) of the j-th curve of the k-th panel: a colour per place in the panel, a line
+    style per panel, and a marker that changes with both (curves that coincide in a panel, or plots of markers
+    alone, still show two shapes). No two (j, k) alike for j < len(PALETTE) (177) and k < 48 (the markers alone
+    tell panels apart for k < 12)."""
     return (PALETTE[j % len(PALETTE)], LINESTYLES[(k + k // len(MARKERS)) % len(LINESTYLES)],
             MARKERS[(j + k) % len(MARKERS)])
 
 
 def style(i):
-    """(colour, line style, marker) of the i-th curve of a flat list: distinct for i < 288."""
-    return look(i % len(PALETTE), i // len(PALETTE))
+    """(colour, line style, marker) of the i-th curve of a flat list: a colour of its own for i < len(PALETTE), then
+    the next line style; distinct for i < len(PALETTE) * len(LINESTYLES) (708). The marker changes every curve."""
+    return PALETTE[i % len(PALETTE)], LINESTYLES[i // len(PALETTE) % len(LINESTYLES)], MARKERS[i % len(MARKERS)]
 
 
 def distinct(i):
     """(colour, line style, marker) of the i-th of a few curves that may lie on one another (precision pipelines):
-    all three change from one curve to the next, distinct for i < 72."""
+    all three change from one curve to the next, distinct for i < lcm(177, 4, 12) = 708."""
     return PALETTE[i % len(PALETTE)], LINESTYLES[i % len(LINESTYLES)], MARKERS[i % len(MARKERS)]
 
 
@@ -64,11 +72,8 @@ def styles(panels, reference=None):
         for v in members:
             if v in out:
                 continue
-            if v == reference:
-                out[v] = REFERENCE
-                continue
-            out[v] = look(j, k + len(panels) * (j // len(PALETTE)))
-            j += 1
+            out[v] = REFERENCE if v == reference else look(j, k)
+            j += (v != reference)
     return out
 
 
