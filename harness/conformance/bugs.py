@@ -12,10 +12,19 @@ within the same tolerance (tolerance.bound). The classes and where they were see
 - bf16 positions: positions held in bf16, exact only to 256 (rotary-embedding-torch 0.9.1 builds
   arange(seq_len, dtype=x.dtype) in rotate_queries_or_keys; found by this suite, results/conformance/README.md).
 - off-by-one position: positions shifted by +1 or -1 (a cache offset or a 1-based position_ids).
+- YaRN ramp reversed: the blend interpolates the high frequencies and keeps the low ones (faults.py).
+- partial rotary fraction ignored: the whole head rotated with whole-head frequencies, or R rotated with the
+  scaling's dimension terms (YaRN's correction range, NTK's d/(d-2)) computed from head_dim.
+- every frequency rescaled: (dynamic) NTK dividing every inv_freq by s^(d/(d-2)) instead of scaling the base.
+- attention factor applied twice: cos/sin scaled by af^2 (HF's attention_scaling plus a model's own mscale).
+- interpolation reversed / missing: linear PI multiplying positions (or inv_freq) by the factor, or not at all.
+- exponent j/d: inv_freq = base^(-j/d) for base^(-2j/d) (arange(d/2) / d).
+When nothing matches, the note names the nearest class and the error's pattern (pattern()).
 """
 import torch
 
 from harness.conformance import cases as C
+from harness.conformance import faults as F
 from harness.conformance import tolerance as T
 from harness.rope.rotation import eager
 
@@ -26,7 +35,17 @@ BF16_INV = "bf16 inv_freq"
 FP16_POS = "fp16 positions"
 BF16_POS = "bf16 positions"
 OFF_BY_ONE = "off-by-one position"
-CLASSES = (PAIRING, PROPORTIONAL, ATTENTION, BF16_INV, FP16_POS, BF16_POS, OFF_BY_ONE)
+YARN_RAMP = "YaRN ramp reversed"
+PARTIAL_IGNORED = "partial rotary fraction ignored"
+EVERY_FREQ = "every frequency rescaled, not the base"
+ATTENTION_TWICE = "attention factor applied twice"
+INTERP_REVERSED = "interpolation on the wrong side"
+INTERP_MISSING = "interpolation missing"
+EXPONENT = "inv_freq exponent j/d, not 2j/d"
+CLASSES = (PAIRING, PROPORTIONAL, ATTENTION, BF16_INV, FP16_POS, BF16_POS, OFF_BY_ONE, YARN_RAMP, PARTIAL_IGNORED,
+           EVERY_FREQ, ATTENTION_TWICE, INTERP_REVERSED, INTERP_MISSING, EXPONENT)
+_FAULTS = ((YARN_RAMP, F.yarn_ramp_reversed), (PARTIAL_IGNORED, F.scaling_with_head_dim),
+           (EVERY_FREQ, F.every_frequency_rescaled), (EXPONENT, F.exponent_j_over_d))
 
 
 def _other_pairing_freqs(case, inv):
@@ -54,6 +73,20 @@ def variants(case, inv, pos, att, layout):
     out.append((FP16_POS, inv, pos.to(torch.float16).double(), att, layout))
     out.append((BF16_POS, inv, pos.to(torch.bfloat16).double(), att, layout))
     out += [(OFF_BY_ONE, inv, pos.double() + s, att, layout) for s in (1, -1)]
+    if att != 1.0:
+        out.append((ATTENTION_TWICE, inv, pos.double(), att * att, layout))
+    if case["rope_type"] == "linear":
+        factor = case["params"]["factor"]
+        out += [(INTERP_REVERSED, inv * factor * factor, pos.double(), att, layout),
+                (INTERP_MISSING, inv * factor, pos.double(), att, layout)]
+    for name, fault in _FAULTS:
+        got = fault(case)
+        if got is not None:
+            out.append((name, got[0], pos.double(), got[1], layout))
+    if case["partial_rotary_factor"] != 1.0 and case["rope_type"] not in ("proportional", "longrope"):
+        # the whole head rotated (longrope's factors are R/2 long: it has no whole-head reading)
+        whole = C.case_frequencies({**case, "partial_rotary_factor": 1.0})
+        out.append((PARTIAL_IGNORED, whole[0], pos.double(), whole[1], layout))
     return out
 
 
@@ -103,14 +136,38 @@ def classify(case, arrays, layout, observed, dtype, own_table, compare="outputs"
             best = (name, r)
     if best[1] <= 1.0:
         return best[0]
-    return f"unrecognised (nearest: {best[0]}, {best[1]:.3g}x its tolerance)"
+    return f"unrecognised (nearest: {best[0]}, {best[1]:.3g}x its tolerance; {pattern(case, arrays, layout, observed, dtype, own_table)})"
+
+
+def pattern(case, arrays, layout, observed, dtype, own_table):
+    """The measured error pattern in words: from which position, in which pairs, pass-through, norms."""
+    inv, pos = torch.from_numpy(arrays["inv_freq"]), torch.from_numpy(arrays["positions"])
+    att, r = float(arrays["attention_factor"]), 2 * len(arrays["inv_freq"])
+    over, norms = torch.zeros(len(pos), dtype=torch.bool), []
+    pairs = torch.zeros(r // 2, dtype=torch.bool)
+    rest = False
+    for name, o in zip(("q", "k"), observed):
+        x = torch.from_numpy(arrays[name])
+        e = torch.from_numpy(arrays[f"{name}_rot_{layout}"])
+        bad = (o - e).abs().nan_to_num(float("inf")) > T.bound(x, pos, inv, att, layout, dtype, own_table)
+        over |= bad.any(-1)
+        j = bad[:, :r].reshape(len(pos), 2, r // 2) if layout == "half" else bad[:, :r].reshape(len(pos), r // 2, 2)
+        pairs |= (j.any(1) if layout == "half" else j.any(2)).any(0)
+        rest |= bool(bad[:, r:].any())
+        norms.append(float(o[:, :r].norm() / e[:, :r].norm()))
+    first = int(pos[over.nonzero()[0, 0]]) if bool(over.any()) else None
+    where = f"first wrong at position {first}" if first is not None else "only in the logits"
+    idx = pairs.nonzero().flatten().tolist()
+    span = f"pairs {idx[0]}-{idx[-1]} of {r // 2}" if idx else "no pair"
+    extra = ", pass-through features changed" if rest else ""
+    return f"{where}, {span}{extra}, norm ratio {min(norms):.4g}-{max(norms):.4g}"
 
 
 def classify_frequencies(case, inv, att, got_inv, got_att):
     """Bug class of a provider's (inv_freq, attention_factor) that differs from the oracle's, or None if equal."""
-    tol = T.PHASE_C * T.EPS["fp32"]
     def same(a, b):
-        return a.shape == b.shape and bool(((a - b).abs() <= tol * b.abs()).all())
+        return a.shape == b.shape and bool(((a - b).abs() <= T.inv_freq_rel(b) * b.abs()).all())
+    tol = (T.PHASE_LN + T.PHASE_REL) * T.U32  # the attention factor: a few fp32 ulps
     inv_ok = same(got_inv, inv)
     att_ok = abs(got_att - att) <= tol * abs(att)
     if inv_ok and att_ok:
@@ -121,5 +178,11 @@ def classify_frequencies(case, inv, att, got_inv, got_att):
         return BF16_INV
     if any(same(got_inv, f) for f in _other_pairing_freqs(case, inv)):
         return PROPORTIONAL
+    if inv_ok and att != 1.0 and abs(got_att - att * att) <= tol * att * att:
+        return ATTENTION_TWICE
+    for name, fault in _FAULTS:
+        f = fault(case)
+        if f is not None and same(got_inv, f[0]):
+            return name
     what = "inv_freq" if not inv_ok else "attention factor"
     return f"unrecognised ({what} differs)"

@@ -50,7 +50,7 @@ def _frequency_row(freq_fn, case, rope, inv, att):
     bug = bugs.classify_frequencies(case, inv, att, got_inv, got_att)
     err = (float((got_inv - inv).abs().max()) if got_inv.shape == inv.shape else math.inf)
     err = max(err, abs(got_att - att))
-    tol = T.PHASE_C * T.EPS["fp32"] * float(inv.abs().max())
+    tol = float((T.inv_freq_rel(inv) * inv.abs()).max())
     return _row(case, "-", "frequencies", "pass" if bug is None else "FAIL", err, tol,
                 bug=bug or ""), got_inv, got_att
 

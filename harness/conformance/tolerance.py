@@ -6,12 +6,16 @@ b c + a s) with inputs a, b exact in every dtype (cases.inputs) and |c|, |s| <= 
 - rotation arithmetic (table given): c, s rounded to the dtype (u each), two products and one sum rounded (u
   each), the result rounded once more (u): |error| <= 3u * af * (|a| + |b|) + O(u^2). We allow
   ROTATION_C = 2 eps = 4u * af * (|a| + |b|) per element, a margin of 4/3 over the bound.
-- phase (the implementation builds its own table, or takes its own frequencies): the phase p * theta_j is
-  held in fp32 by HF and every conforming kernel (a bf16 phase is HF #29285, a bug). inv_freq off by at most
-  1 fp32 ulp relative (u32 * 2), the product rounded (u32), cos/sin rounded (u32 each) give
-  |dphi| <= 3 u32 * |p theta_j| + 2 u32; the rotated pair moves by |dphi| * af * sqrt(a^2 + b^2). We allow
-  PHASE_C = 2 eps32 = 4 u32 per radian of phase and 2 eps32 absolute. This is the term that grows with the
-  position: at p = 131071, theta_0 = 1 it is 0.031 rad, i.e. one fp32 ulp of a phase of 2^17 is 2^-6.
+- phase (the implementation builds its own table, takes its own frequencies, or is handed fp32 angles): the
+  phase p * theta_j is held in fp32 by HF and every conforming kernel (a bf16 phase is HF #29285, a bug), and
+  inv_freq may be computed in fp32 in-kernel as exp(-(2j/d) ln b) or pow(b, -2j/d): the argument ln theta_j
+  carries <= 3 u32 relative (ln b rounded, the product rounded, 2j/d rounded where d is no power of two), which
+  exp turns into 3 u32 |ln theta_j| relative in theta, plus exp's own ulp (2 u32) and a scaling multiply or blend
+  (2 u32): |dtheta/theta| <= (3 |ln theta_j| + 4) u32, a few ulps that grow with |ln theta_j|. The product p theta
+  rounded (u32) and cos/sin rounded (u32 each) give |dphi| <= (3 |ln theta_j| + 5) u32 |phi| + 2 u32. We allow
+  (PHASE_LN |ln theta_j| + PHASE_REL) u32 |phi| + PHASE_ABS u32 with 3, 8, 4; the pair moves by |dphi| * af *
+  sqrt(a^2 + b^2) <= |dphi| * af * (|a| + |b|). Largest at p = 131071, theta_0 = 1: 8 u32 * 131071 = 0.06 rad.
+  The planted bugs stay far above it (results/conformance/TOLERANCES.md: the smallest bug's error is ~1e3x it).
 - the logits q'(m) . k'(n) are computed here in fp64 from the implementation's outputs, so their bound is
   the propagated one: sum_d (bound_q |k'| + |q'| bound_k).
 
@@ -23,7 +27,8 @@ EPS = {"fp32": torch.finfo(torch.float32).eps, "bf16": torch.finfo(torch.bfloat1
        "fp16": torch.finfo(torch.float16).eps}
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 ROTATION_C = 2.0
-PHASE_C = 2.0
+PHASE_LN, PHASE_REL, PHASE_ABS = 3.0, 8.0, 4.0  # in u32 = eps32 / 2: see the docstring
+U32 = EPS["fp32"] / 2
 FLOOR = 1e-30  # keeps the ratio finite where a bound is exactly zero (an exact zero output)
 
 
@@ -40,16 +45,29 @@ def _pair_magnitude(x, rotary_dim, layout):
     return mag
 
 
-def _pair_phase(pos, inv_freq, head_dim, layout):
-    """|phase| of each element's pair, (P, D); zero on pass-through features."""
-    phase = (pos.double()[:, None] * inv_freq.double()[None, :]).abs()  # (P, R/2)
+def _pair_values(pos, inv_freq, head_dim, layout, per_pair):
+    """per_pair (P, R/2) spread to each element of its pair, (P, D); zero on pass-through features."""
     r = 2 * inv_freq.numel()
     out = torch.zeros(len(pos), head_dim, dtype=torch.float64)
     if layout == "half":
-        out[:, :r // 2], out[:, r // 2:r] = phase, phase
+        out[:, :r // 2], out[:, r // 2:r] = per_pair, per_pair
     else:
-        out[:, 0:r:2], out[:, 1:r:2] = phase, phase
+        out[:, 0:r:2], out[:, 1:r:2] = per_pair, per_pair
     return out
+
+
+def inv_freq_rel(inv_freq):
+    """Allowed relative error of each fp32 inv_freq computed in-kernel: (PHASE_LN |ln theta| + PHASE_REL) u32;
+    zero frequencies (p-RoPE's identity pairs) are exact."""
+    inv = inv_freq.double().abs()
+    ln = torch.where(inv > 0, inv.clamp_min(1e-300).log().abs(), torch.zeros_like(inv))
+    return torch.where(inv > 0, (PHASE_LN * ln + PHASE_REL) * U32, torch.zeros_like(inv))
+
+
+def phase_bound(pos, inv_freq):
+    """Allowed |dphi| (P, R/2) of a table built in fp32 (the docstring's phase term)."""
+    phase = (pos.double()[:, None] * inv_freq.double()[None, :]).abs()
+    return inv_freq_rel(inv_freq)[None, :] * phase + PHASE_ABS * U32
 
 
 def bound(x, pos, inv_freq, attention_factor, layout, dtype, own_table):
@@ -59,8 +77,7 @@ def bound(x, pos, inv_freq, attention_factor, layout, dtype, own_table):
     mag = _pair_magnitude(x.double(), r, layout) * max(attention_factor, 1.0)
     b = ROTATION_C * EPS[dtype] * mag
     if own_table:
-        phase = _pair_phase(pos, inv_freq, x.shape[-1], layout)
-        b = b + PHASE_C * EPS["fp32"] * (phase + 1.0) * mag
+        b = b + _pair_values(pos, inv_freq, x.shape[-1], layout, phase_bound(pos, inv_freq)) * mag
     b[:, r:] = 0.0
     return b + FLOOR
 

@@ -72,7 +72,7 @@ _ENTRIES = (
             install="timm imports torchvision at import; PyPI's Linux torchvision is a CUDA build whose _C.so links "
                     "libtorch_cuda, so with this CPU torch it fails (torchvision::nms does not exist); the CPU "
                     "build is only on PyTorch's own index, which this machine cannot reach"),
-    Library("keras-hub", "keras-hub", "keras_hub", _A + "keras_hub:rope",
+    Library("keras-hub", "keras-hub", _A + "keras_hub:load", _A + "keras_hub:rope",
             {"convention": "positions", "qk_layout": "bshd"}, ("default", "linear", "ntk", "yarn"),
             "keras_hub.layers.RotaryEmbedding (torch backend): rope_type linear / yarn, and its 'dynamic' "
             "(checked as static ntk, the closest HF type); half pairs; partial by the input's width"),

@@ -8,12 +8,18 @@ from harness.conformance.libraries import lacks, rotary_dim, split
 _TYPE = {"default": "linear", "linear": "linear", "ntk": "dynamic", "yarn": "yarn"}
 
 
-def rope(q, k, positions, *, rope):
+def load():
+    """keras_hub's RotaryEmbedding on the torch backend (KERAS_BACKEND=torch unless the user chose one)."""
     os.environ.setdefault("KERAS_BACKEND", "torch")
     import keras
     if keras.backend.backend() != "torch":
         raise RuntimeError(f"keras runs on {keras.backend.backend()!r}; set KERAS_BACKEND=torch")
     from keras_hub.layers import RotaryEmbedding
+    return RotaryEmbedding
+
+
+def rope(q, k, positions, *, rope):
+    RotaryEmbedding = load()
     lacks("keras-hub", rope)
     kind, r = rope["rope_type"], rotary_dim(rope)
     kw = dict(max_wavelength=rope["rope_theta"], scaling_factor=rope.get("factor", 1.0), rope_type=_TYPE[kind])

@@ -28,5 +28,8 @@ def freqs_then_apply(q, k, positions, *, rope):
     style, for positions of one's own)."""
     from rotary_embedding_torch import apply_rotary_emb
     lacks("rotary-embedding-torch-freqs", rope)
-    freqs = _module(rope)(positions)  # (P, R) interleaved angles
+    emb = _module(rope)
+    # forward(positions) takes them as given: interpolate_factor applies only where the module builds them
+    # (get_seq_pos), so a caller with positions of its own divides, as rotate_queries_or_keys would
+    freqs = emb(positions / emb.interpolate_factor)  # (P, R) interleaved angles
     return apply_rotary_emb(freqs, q), apply_rotary_emb(freqs, k)

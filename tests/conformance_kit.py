@@ -1,0 +1,61 @@
+"""Helpers for the conformance tests: a positions-convention RoPE built on our frequencies, with one fault planted
+(tests/test_conformance_bugs.py) or its inv_freq a few fp32 ulps off (the tolerance model's no-false-alarm case)."""
+import math
+
+import torch
+
+from harness.rope.frequencies import frequencies
+from harness.rope.rotation import eager
+
+SKIP = ("rope_type", "rope_theta", "head_dim", "max_position_embeddings")
+
+
+def knobs(rope):
+    kw = {n: v for n, v in rope.items() if n not in SKIP}
+    if rope["rope_type"] == "dynamic":  # HF's dynamic reads its trained length from max_position_embeddings
+        kw["original_max_position_embeddings"] = rope["max_position_embeddings"]
+    return kw
+
+
+def rotary(q, k, positions, inv, att, r=None):
+    """Rotate the first r (default 2 len(inv)) features of q, k (..., P, D) with an fp32 table, half pairs."""
+    phase = positions.float()[:, None] * inv.float()[None, :]
+    cos, sin = phase.cos() * att, phase.sin() * att
+    return eager(q, cos, sin, "half"), eager(k, cos, sin, "half")
+
+
+def with_inv(change):
+    """A positions-convention fn whose (inv_freq, att) from our frequencies are passed through change(rope, inv,
+    att) -> (inv, att) first."""
+    def fn(q, k, positions, *, rope):
+        inv, att = frequencies(rope["rope_type"], rope["head_dim"], rope["rope_theta"], int(positions.max()) + 1,
+                               **knobs(rope))
+        inv, att = change(rope, inv, att)
+        return rotary(q, k, positions, inv, att)
+    return fn
+
+
+def ulps_off(n, seed=0):
+    """inv_freq moved by up to n fp32 ulps, a seeded sign per frequency (an in-kernel fp32 exp / pow)."""
+    def change(rope, inv, att):
+        g = torch.Generator().manual_seed(seed)
+        steps = torch.randint(-n, n + 1, inv.shape, generator=g)
+        out = inv.clone()
+        for _ in range(n):  # one ulp at a time, toward the seeded side
+            up = torch.nextafter(out, torch.full_like(out, math.inf))
+            down = torch.nextafter(out, torch.zeros_like(out))
+            go = steps != 0
+            out = torch.where(go & (steps > 0), up, torch.where(go & (steps < 0), down, out))
+            steps = steps - steps.sign()
+        return torch.where(inv == 0, inv, out), att
+    return with_inv(change)
+
+
+def in_kernel_exp(rope, inv, att):
+    """inv_freq recomputed as an fp32 kernel does, exp(-(2j/R) ln base), keeping the type's per-frequency scale
+    (the ratio of ours to the plain base^(-2j/R), itself fp32)."""
+    r = 2 * inv.numel()
+    j = torch.arange(0, r, 2, dtype=torch.float32)
+    plain = 1.0 / (rope["rope_theta"] ** (j / r))
+    kernel = torch.exp(-(j / r) * torch.tensor(math.log(rope["rope_theta"]), dtype=torch.float32))
+    return torch.where(inv == 0, inv, inv / plain * kernel), att
