@@ -7,7 +7,6 @@ line on stderr (exit 2) instead of a traceback; multirun also gets a sweep-wide 
 Where jobs run is only the launcher (conf/hydra/launcher: joblib, submitit_local, submitit_slurm, ray);
 `torchrun --nproc_per_node N -m harness ...` trains one job on N processes (harness.infra.distributed)."""
 import importlib
-import itertools
 import os
 import re
 import sys
@@ -18,21 +17,17 @@ from pathlib import Path
 
 import hydra
 from hydra import compose, initialize_config_dir
-from hydra._internal.config_loader_impl import get_overrides_dirname  # hydra-core < 1.4 (pyproject pins it)
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import OmegaConf, read_write
+from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from harness import config as config_lib
-from harness import paths
 from harness import results, runner
-from harness.config import resolvers  # noqa: F401 - registered on import
+from harness.config import overrides, resolvers  # noqa: F401 - resolvers: registered on import
+from harness.config.overrides import CONF, MULTIRUN_FLAGS, jobs  # noqa: F401 - re-exported (tests, launchers)
 from harness.infra import distributed, runlock
 
-CONF = str(paths.conf_dir())  # the checkout's conf/, or the copy a wheel ships (harness/paths.py)
-MULTIRUN_FLAGS = {"-m", "--multirun"}
 # flags after which Hydra composes nothing to run (help, config printing, shell completion: `-sc query=bash` is
 # what Hydra's installed completion script calls on every tab)
 NO_RUN_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc"}
@@ -50,110 +45,6 @@ def quiet_schema_matching():
 quiet_schema_matching()
 
 
-def _one_line(e: BaseException) -> str:
-    """An exception chain as one line (Hydra's multi-line messages joined, whitespace collapsed)."""
-    parts, seen = [], e
-    while seen is not None:
-        text = str(seen).replace("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.", "")
-        parts.append(re.sub(r"\s*\n\s*", "; ", text.strip()).strip("; "))
-        seen = seen.__cause__
-    line = " <- ".join(p for p in dict.fromkeys(parts) if p)
-    m = re.search(r"Could not find '([^']+)'; Available options in '([^']+)':; (.*?)(?:; Config search path.*)?$", line)
-    if m:  # a config group choice: "unknown model 'huge'; expected one of [...]"
-        group, choice = m.group(2), m.group(1).rpartition("/")[2]
-        return f"unknown {group} {choice!r}; expected one of {m.group(3).split('; ')}"
-    return line
-
-
-def _group_choices(argv):
-    """The config composed from the command line's group choices alone (encoding=rope, task=kv_recall):
-    what its dotted overrides apply to."""
-    overrides = [a for a in argv if not a.startswith("-") and "=" in a and "." not in a.split("=", 1)[0]]
-    first = [o.split(",")[0] for o in overrides if not o.lstrip("+~").startswith("hydra")]  # a sweep's first value
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        return compose("config", overrides=first)
-
-
-def _unknown_key(message: str, argv=()):
-    """For an unknown key, a clear line naming the valid keys at its parent (in the chosen encoding or task
-    when the parent is one: `encoding.bse` lists rope's parameters); else None."""
-    m = re.search(r"Key '[^']+' (?:is )?not in .*?full_key: ([\w.]+)", message, re.S)
-    if not m:
-        return None
-    key = m.group(1)
-    parent = key.rpartition(".")[0]
-    try:
-        node = _group_choices(argv)
-    except Exception:  # noqa: BLE001 - the choices themselves are wrong: fall back to the schema
-        node = OmegaConf.structured(config_lib.Config)
-    node = OmegaConf.select(node, parent) if parent else node
-    if not OmegaConf.is_dict(node):
-        return None
-    return f"unknown key {key!r}; valid keys{' in ' + parent if parent else ''}: {list(node.keys())}"
-
-
-def _null_parent(argv):
-    """For `a.b.c=v` under a node that is null by default (precision.pipeline), a clear line naming the
-    presets that fill it; Hydra only asserts "Unexpected type for root: NoneType". None if not that."""
-    overrides = [a for a in argv if not a.startswith("-")]
-    keys = [o.split("=", 1)[0].lstrip("+~") for o in overrides if "=" in o]
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        base = compose("config", overrides=[o for o in overrides if "." not in o.split("=", 1)[0]])
-    for key in keys:
-        parts = key.split(".")
-        for i in range(1, len(parts)):
-            parent = ".".join(parts[:i])
-            if OmegaConf.select(base, parent, default="<absent>") is None:
-                group = Path(CONF) / parts[0]
-                presets = sorted(f.stem for f in group.glob("*.yaml")) if group.is_dir() else []
-                hint = f"; choose one first, {parts[0]}=<one of {presets}>" if presets else ""
-                return f"cannot set {key!r}: {parent!r} is null{hint}"
-    return None
-
-
-def _combinations(overrides, sweeper_params):
-    """Every job's override list (sweeps expanded), like Hydra's basic sweeper."""
-    parser = OverridesParser.create()
-    given = {o.key_or_group: o for o in parser.parse_overrides(overrides)}
-    params = parser.parse_overrides([f"{k}={v}" for k, v in (sweeper_params or {}).items()])
-    merged = {**{o.key_or_group: o for o in params}, **given}
-    axes = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
-            else [o.input_line] for o in merged.values()]
-    return [list(c) for c in itertools.product(*axes)]
-
-
-def _missing_launcher(name: str) -> str:
-    """Without its Hydra plugin a launcher file has no `_target_` (Hydra itself would fail late, one job
-    at a time). The install line is the one the file's comments give."""
-    files = sorted((Path(CONF) / "hydra" / "launcher").glob("*.yaml"))
-    usable = [f.stem for f in files
-              if OmegaConf.select(compose("config", overrides=[f"hydra/launcher={f.stem}"],
-                                          return_hydra_config=True), "hydra.launcher._target_")]
-    hint = re.search(r"pip install [^\n]+", (Path(CONF) / "hydra" / "launcher" / f"{name}.yaml").read_text())
-    return (f"hydra/launcher={name}: its Hydra plugin is not installed"
-            f"{' (' + hint.group(0).strip() + ')' if hint else ''}; usable launchers here: {['basic', *usable]}")
-
-
-def _jobs(argv):
-    """(the first job's config with its hydra node, every job's override list) of this command line;
-    inside an initialized config dir. The sweeper's params are resolved (`${encodings:}`, `${seeds}`)."""
-    overrides = [a for a in argv if not a.startswith("-")]
-    multirun = any(a in MULTIRUN_FLAGS for a in argv)
-    parser = OverridesParser.create()
-    first = [o.input_line if not o.is_sweep_override() else
-             f"{o.get_key_element()}={next(iter(o.sweep_string_iterator()))}"
-             for o in parser.parse_overrides(overrides)]
-    cfg = compose("config", overrides=first, return_hydra_config=True)
-    params = OmegaConf.select(cfg, "hydra.sweeper.params")
-    return cfg, _combinations(overrides, OmegaConf.to_container(params, resolve=True) if multirun and params else None)
-
-
-def jobs(argv):
-    """Every job's override list of this command line, in the order the basic sweeper runs them."""
-    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        return _jobs(argv)[1]
-
-
 def _check_writable(out: Path, key="out"):
     """Fail before any work when results cannot be written under `out` (what `key=` gave): its nearest existing
     ancestor must be a directory this process can create files in (tried with a temp file, removed at once:
@@ -168,32 +59,6 @@ def _check_writable(out: Path, key="out"):
     if problem:
         raise ValueError(f"cannot write results under {key}={out}: {probe} is not writable by this user "
                          f"({problem.rpartition(': ')[2]})")
-
-
-def _job_dirs(cfg, all_jobs, multirun):
-    """Each job's run dir as Hydra will name it (hydra.run.dir, or hydra.sweep.dir / hydra.sweep.subdir), from the
-    job's overrides and the override_dirname settings, resolved with a stand-in HydraConfig."""
-    od = cfg.hydra.job.config.override_dirname
-    parser = OverridesParser.create()
-    instance = HydraConfig.instance()
-    saved = instance.cfg
-    instance.set_config(cfg)
-    try:
-        out = []
-        for job in all_jobs:
-            app = [o for o in parser.parse_overrides(job) if not o.key_or_group.startswith("hydra")]
-            if multirun:  # the basic sweeper hands each job its overrides re-rendered (`false` -> `False`)
-                app = parser.parse_overrides([f"{o.get_key_element()}={o.get_value_element_as_str()}" for o in app])
-            with read_write(instance.cfg.hydra.job):
-                instance.cfg.hydra.job.override_dirname = get_overrides_dirname(
-                    app, list(od.exclude_keys), od.item_sep, od.kv_sep)
-            if multirun:
-                out.append(Path(OmegaConf.select(cfg, "hydra.sweep.dir")) / OmegaConf.select(cfg, "hydra.sweep.subdir"))
-            else:
-                out.append(Path(OmegaConf.select(cfg, "hydra.run.dir")))
-        return out
-    finally:
-        instance.cfg = saved
 
 
 def _run_id_sweep(status):
@@ -229,9 +94,10 @@ def _scan(cfg, all_jobs, dirs):
 
 def validate(argv):
     """Compose and validate every job of this command line; returns (sweep dir or None, n jobs)."""
+    argv = overrides.normalise(argv)
     multirun = any(a in MULTIRUN_FLAGS for a in argv)
     with initialize_config_dir(config_dir=CONF, version_base="1.3"):
-        cfg, all_jobs = _jobs(argv)
+        cfg, all_jobs = overrides.jobs_of(argv)
         # jobs that differ only in their seed compose alike (any int is a valid seed): validate one of each
         distinct = {tuple(o for o in job if not re.fullmatch(r"seed=\d+", o)): job for job in all_jobs}
         lm_eval_tasks = set()
@@ -247,8 +113,8 @@ def validate(argv):
             _check_writable(sweep_dir, "hydra.sweep.dir")
         launcher = str(OmegaConf.select(cfg, "hydra.launcher._target_"))
         if multirun and launcher == "None":
-            raise ValueError(_missing_launcher(OmegaConf.select(cfg, "hydra.runtime.choices")["hydra/launcher"]))
-        dirs = _job_dirs(cfg, all_jobs, multirun)
+            raise ValueError(overrides.missing_launcher(OmegaConf.select(cfg, "hydra.runtime.choices")["hydra/launcher"]))
+        dirs = overrides.job_dirs(cfg, all_jobs, multirun)
         if not multirun:
             _check_writable(dirs[0].parent, "hydra.run.dir")
         _scan(cfg, all_jobs, dirs)
@@ -316,10 +182,18 @@ def _wait_for_others(sweep_dir: Path):
 
 def cli(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    try:  # HF's names for the rope keys, as the harness's: before Hydra names the run dir from them
+        normal = overrides.normalise(argv)
+    except ValueError as e:
+        print(f"harness: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    if list(argv) == sys.argv[1:]:  # Hydra's main reads sys.argv
+        sys.argv[1:] = normal
+    typed, argv = argv, normal
     if int(os.environ.get("RANK", "0")) > 0:  # torchrun: rank 0 alone writes the run dir's .hydra files
         sys.argv.append("hydra.output_subdir=null")
     try:
-        _cli(argv)
+        _cli(argv, typed)
     finally:
         distributed.teardown()
 
@@ -352,17 +226,17 @@ def _stop(failure):
         sys.exit(failure[0])
 
 
-def _cli(argv):
+def _cli(argv, typed=()):
     if not any(a in NO_RUN_FLAGS for a in argv):
         try:
             sweep_dir, n_jobs = validate(argv)
         except Exception as e:  # noqa: BLE001 - any composition/validation error is the user's input
-            msg = _one_line(e)
+            msg = overrides.one_line(e)
             try:
-                null = _null_parent(argv)
+                null = overrides.null_parent(argv)
             except Exception:  # noqa: BLE001 - only a better message; the original stands
                 null = None
-            print(f"harness: error: {_unknown_key(msg, argv) or null or msg}", file=sys.stderr)
+            print(f"harness: error: {overrides.unknown_key(msg, argv, typed) or null or msg}", file=sys.stderr)
             sys.exit(2)
         if sweep_dir is not None:
             stop = threading.Event()

@@ -191,3 +191,48 @@ def test_task_params_are_overridable_without_plus_and_reach_the_generator():
         with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
             params = compose("config", overrides=[f"task={name}"]).task.params
         assert sorted(params) == sorted(synthetic.parameters(name)), name
+
+
+# ---- HF's names for the rope keys, read as the harness's (harness.config.overrides.normalise) ----
+
+def _run_dir(*argv):
+    from harness.config import overrides
+    with initialize_config_dir(config_dir=CONF, version_base="1.3"):
+        cfg, all_jobs = overrides.jobs_of(overrides.normalise(list(argv)))
+        return overrides.job_dirs(cfg, all_jobs, False)[0], config_lib.to_config(compose("config", overrides=all_jobs[0]))
+
+
+def test_rope_theta_is_encoding_base_with_the_same_run_dir():
+    """`encoding.rope_theta=500000` (HF's name) is `encoding.base=500000`: same config, same run dir, sweeps too."""
+    hf_dir, hf_cfg = _run_dir("encoding=rope", "encoding.rope_theta=500000")
+    our_dir, our_cfg = _run_dir("encoding=rope", "encoding.base=500000")
+    assert hf_dir == our_dir and hf_cfg == our_cfg and our_cfg.encoding["base"] == 500000
+    assert jobs(["-m", "encoding.rope_theta=1e4,5e5"]) == jobs(["-m", "encoding.base=1e4,5e5"])
+    assert validate(["encoding=rope", "encoding.rope_theta=500000"])[1] == 1
+
+
+def test_hf_rope_dicts_are_split_into_the_harness_keys():
+    """encoding.rope_scaling / encoding.rope_parameters (HF's dicts) -> encoding.rope_type, base,
+    partial_rotary_factor and the type's keys as encoding.scaling."""
+    hf = "{rope_type: yarn, rope_theta: 500000.0, factor: 4.0, original_max_position_embeddings: 64}"
+    _, ours = _run_dir("encoding=rope", "encoding.rope_type=yarn", "encoding.base=500000.0",
+                       "++encoding.scaling={factor: 4.0, original_max_position_embeddings: 64}")
+    for key in ("rope_parameters", "rope_scaling"):
+        _, cfg = _run_dir("encoding=rope", f"encoding.{key}={hf}")
+        assert cfg.encoding == ours.encoding
+    _, legacy = _run_dir("encoding=rope", "encoding.rope_scaling={type: linear, factor: 2.0}")
+    assert (legacy.encoding["rope_type"], legacy.encoding["scaling"]) == ("linear", {"factor": 2.0})
+
+
+def test_hf_names_the_harness_cannot_read_are_one_line_naming_its_keys():
+    import subprocess
+    for argv, says in ((["encoding.rope_parameters=5"], "encoding.rope_parameters (HF's name) is read as "
+                        "encoding.rope_type, encoding.base, encoding.partial_rotary_factor and encoding.scaling"),
+                       (["encoding=alibi", "encoding.rope_theta=5"], "unknown key 'encoding.base'; valid keys in "
+                        "encoding: ['name'] (encoding.rope_theta, HF's name, is read as encoding.base")):
+        out = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1 and says in out.stderr, out.stderr
+    shown = subprocess.run([sys.executable, "-m", "harness", "encoding.rope_theta=500000", "--cfg", "job"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "base: 500000" in shown.stdout, shown.stderr  # what Hydra itself composes

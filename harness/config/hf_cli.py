@@ -4,14 +4,7 @@ layer type's, with --layer-type, where its rope parameters are per layer type), 
 from pathlib import Path
 
 from harness.config.hf_json import LayerTypeError, check_values, show
-
-def _hydra(v):
-    """A value in Hydra's override grammar: dicts as {k: v}, lists as [a, b], scalars as themselves."""
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{k}: {_hydra(x)}" for k, x in v.items()) + "}"
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(map(_hydra, v)) + "]"
-    return str(v)
+from harness.config.overrides import hydra_value
 
 
 def overrides(params: dict) -> list:
@@ -20,8 +13,8 @@ def overrides(params: dict) -> list:
     override)."""
     out = ["encoding=rope"]
     for k, v in params.items():
-        if k != "head_dim":
-            out.append(f"'++encoding.{k}={_hydra(v)}'" if isinstance(v, (dict, list)) else f"encoding.{k}={v}")
+        if k != "head_dim" and v != {}:  # rope.yaml's scaling is {} already
+            out.append(f"'++encoding.{k}={hydra_value(v)}'" if isinstance(v, (dict, list)) else f"encoding.{k}={v}")
     return out
 
 
