@@ -1,0 +1,91 @@
+"""The shipped library adapters (harness/conformance/libraries/): each runs against a tiny fake of its library
+(tests/conformance_fakes/, the real call signatures) where CI has none, and against the real one where it is
+importable (transformers and rotary-embedding-torch are in the dev extra)."""
+import importlib.util
+import pathlib
+import sys
+
+import pytest
+
+from harness.conformance import adapters, libraries, run
+from harness.conformance.__main__ import main
+
+FAKES = pathlib.Path(__file__).with_name("conformance_fakes")
+# library -> (the fake's top-level packages, rope_types the fake has, calling overrides: the fakes run on torch)
+FAKED = {
+    "torchtune": (["torchtune"], ["default"], {}),
+    "litgpt": (["litgpt"], ["default", "linear"], {}),
+    "megatron-core": (["megatron"], ["default", "linear"], {}),
+    "megatron-core-apply": (["megatron"], ["yarn", "llama3"], {}),
+    "x-transformers": (["x_transformers"], ["default", "linear", "ntk"], {}),
+    "keras-hub": (["keras", "keras_hub"], ["default", "linear"], {}),
+    "llama-models": (["llama_models"], ["default"], {}),
+    "llama-models-apply": (["llama_models"], ["llama3", "yarn"], {}),
+    "mlx": (["mlx"], ["default", "linear"], {"array": "torch"}),
+    "gemma": (["gemma"], ["default", "proportional"], {"array": "torch"}),
+    "timm": (["timm"], ["default"], {}),
+}
+
+
+TOP = {p for v in FAKED.values() for p in v[0]} | {"_rot"}
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    """The fakes first on sys.path; afterwards none of them stays imported (einops, for one, picks backends by
+    what sys.modules holds: a fake keras or mlx left there breaks the real rotary-embedding-torch)."""
+    for name in [n for n in sys.modules if n.split(".")[0] in TOP]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.syspath_prepend(str(FAKES))
+    yield
+    for name in [n for n in sys.modules if n.split(".")[0] in TOP]:
+        del sys.modules[name]
+
+
+def _run(name, types, **over):
+    lib = libraries.LIBRARIES[name]
+    kw = {**lib.calling, **over}
+    conv, layout = kw.pop("convention"), kw.pop("layout", None)
+    return run.run(adapters.resolve(lib.apply, "--apply"), conv, layout, "fp32", rope_types=types, **kw)
+
+
+@pytest.mark.parametrize("name", sorted(FAKED))
+def test_adapter_passes_against_its_fake(fakes, name):
+    _, types, over = FAKED[name]
+    rows, msgs = _run(name, types, **over)
+    results = {r["result"] for r in rows if name != "timm" or "-p1-" in r["case"]}  # timm has no partial rotary
+    assert results <= {"pass", "skip"} and "pass" in results, [m for m in msgs if "skip" not in m][:3]
+
+
+def test_a_type_the_library_lacks_is_a_skip_naming_what_it_has(fakes):
+    rows, _ = _run("x-transformers", ["yarn"])
+    assert {r["result"] for r in rows} == {"skip"}
+    assert rows[0]["bug"].startswith("x-transformers has no rope_type 'yarn' (it has ['default', 'linear', 'ntk'])")
+
+
+def test_every_library_is_covered_here():
+    real = {"transformers", "transformers-deepseek-v3", "rotary-embedding-torch", "rotary-embedding-torch-freqs"}
+    assert set(libraries.LIBRARIES) == set(FAKED) | real
+
+
+@pytest.mark.parametrize("name, types", [("transformers", ["default", "longrope"]),
+                                         ("rotary-embedding-torch", ["default", "linear"]),
+                                         ("rotary-embedding-torch-freqs", ["default", "ntk", "linear"])])
+def test_real_libraries_of_the_dev_extra(name, types):
+    rows, _ = _run(name, types)
+    assert {r["result"] for r in rows} == {"pass"}
+
+
+def test_library_list_and_a_missing_library_are_one_line(capsys):
+    assert main(["--library", "list"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{name}: " in out for name in libraries.LIBRARIES) and "rope_types" in out
+    if importlib.util.find_spec("torchtune") is None:
+        assert main(["--library", "torchtune"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "pip install torchtune" in err, err
+
+
+def test_cli_library_runs_in_the_worker(capsys):
+    assert main(["--library", "transformers", "--rope-type", "yarn", "--dtype", "bf16"]) == 0
+    assert "6 pass, 0 FAIL, 0 error, 0 skip of 6 checks" in capsys.readouterr().out
