@@ -24,7 +24,7 @@ SEEDS ?=   # empty: the preset's own seed count (default 3, claims 5); SEEDS=5 r
 RESULTS ?= results/sweeps
 CLAIMS_OUT ?= results/claims
 
-.PHONY: help install pretrained-install pretrained test test-fast faults sweep report bench bench-check readme-tables eval claims conformance conformance-data clean
+.PHONY: help install pretrained-install pretrained test test-fast faults sweep report bench bench-check readme-tables eval claims conformance conformance-data conformance-field clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
@@ -114,14 +114,32 @@ claims: install  ## test RoPE claims from the literature -> results/claims/claim
 
 # RoPE conformance (harness/conformance): third-party rotations against the fp64 oracle's golden data.
 CONFORM := $(PY) -m harness.conformance
+# The field run's libraries go into their own folder with --no-deps (never into $(VENV): their dependencies
+# could replace torch); versions as in results/conformance/field.md. timm is not here: it needs torchvision,
+# whose PyPI Linux build is CUDA-only. mlx and mlx-cpu share the mlx/ folder, so they install in one command.
+FIELD_LIBS ?= /tmp/conflibs
+FIELD_PKGS := torchtune==0.6.1 torchao==0.10.0 sentencepiece tiktoken blobfile regex \
+	x-transformers==2.31.10 einx loguru frozendict torch_einops_utils \
+	litgpt==0.5.13 lightning lightning-utilities torchmetrics psutil \
+	megatron-core==0.16.1 \
+	keras==3.15.1 keras-hub==0.32.0 ml_dtypes absl-py rich namex h5py optree markdown-it-py mdurl pygments \
+	kagglehub kagglesdk \
+	llama-models==0.3.0 fairscale \
+	mlx==0.32.4 mlx-cpu==0.32.4 \
+	jax==0.10.2 jaxlib==0.10.2 opt_einsum gemma==3.3.0 etils
 conformance-data: install  ## regenerate harness/conformance/golden.npz (a test checks it equals a regeneration)
 	$(CONFORM) --generate
 
-conformance: install  ## run the conformance suite on HF transformers and rotary-embedding-torch (results/conformance)
+conformance: install  ## the suite on HF's apply + frequencies, then every shipped adapter whose library is installed (fp32)
 	$(CONFORM) --apply transformers.models.llama.modeling_llama:apply_rotary_pos_emb \
 		--frequencies transformers.modeling_rope_utils:ROPE_INIT_FUNCTIONS
-	$(CONFORM) --apply harness.conformance.adapters:hf_llama --convention positions --dtype bf16
-	$(CONFORM) --apply harness.conformance.adapters:rotary_embedding_torch --convention positions --layout interleaved
+	$(PY) -m harness.conformance.field --dtypes fp32
+
+conformance-field: install  ## install the field libraries into FIELD_LIBS (not the venv), run every adapter in fp32/bf16/fp16 into results/conformance/field.md
+	test -f $(FIELD_LIBS)/.installed || { $(PY) -m pip install --no-deps --target $(FIELD_LIBS) $(FIELD_PKGS) \
+		&& touch $(FIELD_LIBS)/.installed; }
+	KERAS_BACKEND=torch PYTHONPATH=$(FIELD_LIBS) $(PY) -m harness.conformance.field \
+		--out results/conformance/field.md
 
 clean:  ## remove the venv and caches (results are kept)
 	rm -rf $(VENV) .pytest_cache .benchmarks
