@@ -120,18 +120,19 @@ def positions_bias(encoding, q, q_pos, k_pos):
 
 
 def attend(encoding, q, k, v, h, pos, *, attention="softmax", qk_norm=None, impl="sdpa", cache=None, layer=0,
-           observer=None):
+           observer=None, queries=None):
     """One block's attention output (B, H, T, D) for its projections q, k, v (B, H, T, D) before any encoding,
     its attention input h (B, T, C) (token_state reads it) and the new tokens' positions pos (T,).
 
     encoding: this block's own (Encoding.at(layer)); attention: softmax | linear; qk_norm: the block's QKNorm or
     None; impl: the block's attention_impl (flex | auto may take FlexAttention, full forwards only); cache: a
     KVCache to attend over and extend (layer's slot); observer: called with an Observed (the output is then
-    computed from its weights)."""
+    computed from its weights); queries: only the last `queries` rows of the output (B, H, queries, D), against
+    every key: a sliding window's scored positions, in the cache path's shapes (q rows after the keys' start)."""
     if attention == "linear":
         if observer is not None:
             raise ValueError("attention weights need attention=softmax (linear attention forms none)")
-        return linear_attention(q, k, v, encoding, pos)
+        return linear_attention(q, k, v, encoding, pos)[:, :, -(queries or q.shape[-2]):]
     if qk_norm is not None:
         q, k = qk_norm.apply(q, k, after_rotation=False)
     q, k = encoding.rotate(q, k, pos)
@@ -142,8 +143,10 @@ def attend(encoding, q, k, v, h, pos, *, attention="softmax", qk_norm=None, impl
     if cache is not None:
         k, v, state = cache.extend(layer, k, v, state)
         k_pos = cache.keys_pos(pos)
+    if queries is not None and queries < q.shape[-2]:  # rotated at their own positions, then the rows dropped
+        q, pos = q[:, :, -queries:], pos[-queries:]
     if observer is None and not encoding.replaces_softmax:
-        if cache is None and impl != "sdpa" and flex.runs(impl, q, pos):
+        if cache is None and q.shape[-2] == k.shape[-2] and impl != "sdpa" and flex.runs(impl, q, pos):
             return flex.attention(q, k, v, distance_table(q, encoding, pos))
         return softmax_attention(q, k, v, encoding.scores_bias(q, k, pos, k_pos, state))
     scores = attention_logits(q, k, encoding.scores_bias(q, k, pos, k_pos, state))

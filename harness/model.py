@@ -67,15 +67,16 @@ class Block(nn.Module):
         B, T, _ = qkv.shape
         return qkv.view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
 
-    def forward(self, x, encoding, pos, cache=None, observer=None):
-        """x (B, T, C) at positions pos (T,) -> (B, T, C). encoding: the model's (this block asks for its own,
+    def forward(self, x, encoding, pos, cache=None, observer=None, last=None):
+        """x (B, T, C) at positions pos (T,) -> (B, T, C), or (B, last, C): only the last `last` positions' outputs
+        (their queries against every key). encoding: the model's (this block asks for its own,
         encoding.at(layer)); cache, observer: harness.attention.attend's."""
         h = self.ln1(x)
         q, k, v = self._split(self.qkv(h))
         y = attention_lib.attend(encoding.at(self.layer), q, k, v, h, pos, attention=self.attention,
                                  qk_norm=self.qk_norm, impl=self.attention_impl, cache=cache, layer=self.layer,
-                                 observer=observer)
-        return self.out(x, y)
+                                 observer=observer, queries=last)
+        return self.out(x[:, x.shape[1] - y.shape[2]:], y)
 
     def logits(self, x, encoding, pos):
         """(B, H, T, T) pre-softmax attention scores of this block for input x, -inf above the diagonal: the
@@ -137,17 +138,21 @@ class Transformer(nn.Module):
                 deep = name.endswith("proj.weight") or name.endswith("mlp.2.weight")
                 nn.init.normal_(p, std=0.02 / math.sqrt(2 * n_layers) if deep else 0.02)
 
-    def forward(self, idx, pos=None, *, cache=None, observer=None):
+    def forward(self, idx, pos=None, *, cache=None, observer=None, last=None):
         """idx (B, T) bytes at positions pos (T,) -> logits (B, T, vocab). pos defaults to 0..T-1, or with a
         KVCache (harness.attention; harness.decode) to the positions right after the cached ones; the cache is
-        extended by these tokens. observer(Observed): harness.attention.attend's, called by every block."""
+        extended by these tokens. observer(Observed): harness.attention.attend's, called by every block.
+        last: logits (B, last, vocab) of the last `last` positions only; the last block forms only their queries
+        and MLP, and the head runs on them alone (a sliding window's scored tokens, harness.measure.extrapolation)."""
+        if last is not None and cache is not None:
+            raise ValueError("last= scores the end of a full forward; with a KVCache every new position is scored")
         if pos is None:
             start = 0 if cache is None else len(cache)
             pos = torch.arange(start, start + idx.shape[1], device=idx.device)
         try:
             x = self.encoding.embed(self.tok(idx), pos)
-            for block in self.blocks:
-                x = block(x, self.encoding, pos, cache, observer)
+            for i, block in enumerate(self.blocks):
+                x = block(x, self.encoding, pos, cache, observer, last if i == len(self.blocks) - 1 else None)
         finally:
             self.encoding.end_forward()
         if cache is not None:

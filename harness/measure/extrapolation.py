@@ -7,6 +7,7 @@ accuracy vs length; a generator that takes `depth` (passkey) is evaluated over (
 with `protocol` = "depth=<d>". A length the encoding cannot represent (learned table) is a NaN row
 whose params carry the reason, never a crash."""
 import inspect
+import inspect
 import math
 
 import torch
@@ -36,6 +37,11 @@ def _batches(windows, batch_size):
         yield tuple(torch.cat(t) for t in zip(*buf))
 
 
+def _takes_last(model):
+    """Whether model(x, last=k) computes only the last k positions (harness.model.Transformer does)."""
+    return "last" in inspect.signature(model.forward).parameters
+
+
 @torch.no_grad()
 def lm_nll(model, windows, train_len, batch_size, device):
     """NLL of the scored tokens: (mean, mean at positions >= train_len, n scored, by_pos, byte accuracy) where
@@ -45,14 +51,26 @@ def lm_nll(model, windows, train_len, batch_size, device):
     pos_sum = pos_n = None
     for x, y, mask in _batches(windows, batch_size):
         x, y, mask = x.to(device), y.to(device), mask.to(device)
-        logits = model(x)  # (B, T, V)
-        nll = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view_as(y)
+        T = x.shape[1]
         far = mask.clone()
         far[:, :train_len] = False  # (B, T) scored and beyond the trained length
+        # Only the positions some window of the batch scores (a sliding window's last `stride`) are computed
+        # past the last block's keys and values; the rows equal the full forward's (tests/test_extrapolation.py)
+        scored = mask.any(0).nonzero()
+        if not len(scored):
+            continue
+        first = int(scored[0])
+        if first == 0 or not _takes_last(model):  # a model without `last=` (a test's stand-in): all of it
+            logits = model(x)[:, first:]
+        else:
+            logits = model(x, last=T - first)  # (B, T - first, V)
+        y, mask, far = y[:, first:], mask[:, first:], far[:, first:]
+        nll = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), reduction="none").view_as(y)
         total, n = total + nll[mask].double().sum().item(), n + int(mask.sum())
         beyond, n_beyond = beyond + nll[far].double().sum().item(), n_beyond + int(far.sum())
         right += int(((logits.argmax(-1) == y) & mask).sum())
-        s, c = (nll * mask).double().sum(0).cpu(), mask.double().sum(0).cpu()  # (T,) each
+        s, c = torch.zeros(T, dtype=torch.float64), torch.zeros(T, dtype=torch.float64)  # (T,) each
+        s[first:], c[first:] = (nll * mask).double().sum(0).cpu(), mask.double().sum(0).cpu()
         pos_sum, pos_n = (s, c) if pos_sum is None else (pos_sum + s, pos_n + c)
     return (total / max(n, 1), (beyond / n_beyond if n_beyond else math.nan), n, (pos_sum, pos_n),
             right / max(n, 1))
