@@ -64,7 +64,9 @@ def mean_draws(x, n_draws, rng):
 
 def _tau_rows(a, b):
     """τ-b of each row pair of a, b (m, k) -> (m,), vectorized: (concordant - discordant) over the square root
-    of the untied pair counts (Kendall 1945; scipy.stats.kendalltau's default), NaN where a row is all tied."""
+    of the untied pair counts (Kendall 1945; scipy.stats.kendalltau's default), NaN where a row is all tied.
+    Hand-written because scipy.stats.kendalltau loops over rows (axis=1 too): 2.9 s for 4000 draws of 8, this
+    a few ms; tests/test_transfer.py holds it equal to scipy's."""
     i, j = np.triu_indices(a.shape[1], 1)
     sa, sb = np.sign(a[:, i] - a[:, j]), np.sign(b[:, i] - b[:, j])  # (m, k(k-1)/2)
     with np.errstate(invalid="ignore", divide="ignore"):
