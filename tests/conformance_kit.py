@@ -4,6 +4,7 @@ import math
 
 import torch
 
+from harness.conformance import bugs
 from harness.rope.frequencies import frequencies
 from harness.rope.rotation import eager
 
@@ -59,3 +60,38 @@ def in_kernel_exp(rope, inv, att):
     plain = 1.0 / (rope["rope_theta"] ** (j / r))
     kernel = torch.exp(-(j / r) * torch.tensor(math.log(rope["rope_theta"]), dtype=torch.float32))
     return torch.where(inv == 0, inv, inv / plain * kernel), att
+
+
+def planted_table(fault):
+    """A positions-convention RoPE (our frequencies, an fp32 table, eager half rotation) with one bug planted."""
+    def fn(q, k, positions, *, rope):
+        skip = ("rope_type", "rope_theta", "head_dim", "max_position_embeddings")
+        kw = {n: v for n, v in rope.items() if n not in skip}
+        inv, att = frequencies(rope["rope_type"], rope["head_dim"], rope["rope_theta"], int(positions.max()) + 1, **kw)
+        pos = positions.float()
+        if fault == bugs.ATTENTION:
+            att = 1.0
+        elif fault == bugs.BF16_INV:
+            inv = inv.to(torch.bfloat16).float()
+        elif fault == bugs.FP16_POS:
+            pos = positions.to(torch.float16).float()
+        elif fault == bugs.BF16_POS:
+            pos = positions.to(torch.bfloat16).float()
+        elif fault == bugs.OFF_BY_ONE:
+            pos = pos + 1
+        phase = pos[:, None] * inv[None, :]
+        cos, sin = phase.cos() * att, phase.sin() * att
+        return eager(q, cos, sin, "half"), eager(k, cos, sin, "half")
+    return fn
+
+
+def yarn_reversed(q, k, positions, *, rope):
+    """YaRN with the blend the wrong way round (modeling_rope_utils._compute_yarn_parameters, ramp not 1 - ramp)."""
+    r, base, f = int(rope["head_dim"] * rope["partial_rotary_factor"]), rope["rope_theta"], rope["factor"]
+    corr = [r * math.log(rope["original_max_position_embeddings"] / (n * 2 * math.pi)) / (2 * math.log(base))
+            for n in (32, 1)]
+    low, high = max(math.floor(corr[0]), 0), min(math.ceil(corr[1]), r - 1)
+    ramp = ((torch.arange(r // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    pos_freqs = base ** (torch.arange(0, r, 2).float() / r)
+    inv = (1 / pos_freqs) * ramp + (1 / (f * pos_freqs)) * (1 - ramp)
+    return rotary(q, k, positions, inv, 0.1 * math.log(f) + 1)

@@ -8,9 +8,10 @@ import torch
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS as HF_INIT
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb as hf_apply
 
+from conformance_kit import planted_table
 from harness.conformance import bugs, golden, run
 from harness.conformance.__main__ import main
-from harness.rope.frequencies import ROPE_INIT_FUNCTIONS, frequencies
+from harness.rope.frequencies import ROPE_INIT_FUNCTIONS
 from harness.rope.rotation import eager
 
 
@@ -62,37 +63,14 @@ def test_meta_complex_convention_passes():
     assert _results(rows) == {"pass"}
 
 
-def _faulty(fault):
-    """A positions-convention RoPE (our frequencies, an fp32 table, eager half rotation) with one bug planted."""
-    def fn(q, k, positions, *, rope):
-        skip = ("rope_type", "rope_theta", "head_dim", "max_position_embeddings")
-        kw = {n: v for n, v in rope.items() if n not in skip}
-        inv, att = frequencies(rope["rope_type"], rope["head_dim"], rope["rope_theta"], int(positions.max()) + 1, **kw)
-        pos = positions.float()
-        if fault == bugs.ATTENTION:
-            att = 1.0
-        elif fault == bugs.BF16_INV:
-            inv = inv.to(torch.bfloat16).float()
-        elif fault == bugs.FP16_POS:
-            pos = positions.to(torch.float16).float()
-        elif fault == bugs.BF16_POS:
-            pos = positions.to(torch.bfloat16).float()
-        elif fault == bugs.OFF_BY_ONE:
-            pos = pos + 1
-        phase = pos[:, None] * inv[None, :]
-        cos, sin = phase.cos() * att, phase.sin() * att
-        return eager(q, cos, sin, "half"), eager(k, cos, sin, "half")
-    return fn
-
-
 @pytest.mark.parametrize("fault", [bugs.ATTENTION, bugs.BF16_INV, bugs.FP16_POS, bugs.BF16_POS, bugs.OFF_BY_ONE])
 def test_planted_table_bug_is_caught_and_named(fault):
-    rows, _ = run.run(_faulty(fault), "positions", "half", "fp32", rope_types=["yarn"])
+    rows, _ = run.run(planted_table(fault), "positions", "half", "fp32", rope_types=["yarn"])
     assert len(rows) == 6 and {(r["result"], r["bug"]) for r in rows} == {("FAIL", fault)}
 
 
 def test_the_unbroken_planted_implementation_passes():
-    rows, _ = run.run(_faulty(None), "positions", "half", "fp32", rope_types=["yarn", "default", "longrope"])
+    rows, _ = run.run(planted_table(None), "positions", "half", "fp32", rope_types=["yarn", "default", "longrope"])
     assert len(rows) == 24 and _results(rows) == {"pass"}
 
 

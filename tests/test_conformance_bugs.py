@@ -1,12 +1,11 @@
 """Bug classes of what RoPE implementations get wrong (harness/conformance/bugs.py, faults.py): each planted into
 an otherwise correct implementation is caught and named; the tolerance model (tolerance.py) passes correct code
 whose fp32 inv_freq is a few ulps off."""
-import math
 
 import pytest
 import torch
 
-from conformance_kit import in_kernel_exp, knobs, rotary, ulps_off, with_inv
+from conformance_kit import in_kernel_exp, knobs, rotary, ulps_off, with_inv, yarn_reversed
 from harness.conformance import bugs, run
 from harness.rope.frequencies import frequencies
 
@@ -16,20 +15,8 @@ def _named(fn, types, **kw):
     return rows, {(r["case"].split("-p")[1].split("-")[0], r["result"], r["bug"]) for r in rows}
 
 
-def _yarn_reversed(q, k, positions, *, rope):
-    """YaRN with the blend the wrong way round (modeling_rope_utils._compute_yarn_parameters, ramp not 1 - ramp)."""
-    r, base, f = int(rope["head_dim"] * rope["partial_rotary_factor"]), rope["rope_theta"], rope["factor"]
-    corr = [r * math.log(rope["original_max_position_embeddings"] / (n * 2 * math.pi)) / (2 * math.log(base))
-            for n in (32, 1)]
-    low, high = max(math.floor(corr[0]), 0), min(math.ceil(corr[1]), r - 1)
-    ramp = ((torch.arange(r // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
-    pos_freqs = base ** (torch.arange(0, r, 2).float() / r)
-    inv = (1 / pos_freqs) * ramp + (1 / (f * pos_freqs)) * (1 - ramp)
-    return rotary(q, k, positions, inv, 0.1 * math.log(f) + 1)
-
-
 def test_yarn_ramp_reversed_is_named():
-    _, named = _named(_yarn_reversed, ["yarn"])
+    _, named = _named(yarn_reversed, ["yarn"])
     assert {(res, bug) for _, res, bug in named} == {("FAIL", bugs.YARN_RAMP)}
 
 

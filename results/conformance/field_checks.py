@@ -1,0 +1,100 @@
+"""Independent fp64 checks of every failure in field.md, outside the suite's own code paths.
+
+    KERAS_BACKEND=torch PYTHONPATH=/tmp/conflibs .venv/bin/python results/conformance/field_checks.py
+
+Each check reads a library's frequencies back from what the library itself returns and compares them, in fp64,
+with the definition in the paper or the reference code it follows (cited per check). Prints one block per check.
+"""
+import math
+
+import torch
+
+D, BASE, FACTOR, L0 = 128, 1e4, 16.0, 8192
+
+
+def paper_yarn(dim, base, factor, l0, alpha=1.0, beta=32.0):
+    """YaRN 'NTK-by-parts' (Peng et al. 2023, arXiv 2309.00071, eq. 18-19) in fp64: r_d = L0 / lambda_d rotations;
+    gamma = 0 below alpha (interpolate: theta/s), 1 above beta (keep theta), linear between; HF rounds the ramp's
+    ends to whole dims (truncate), which moves no dim by more than one here."""
+    theta = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    r = l0 / (2 * math.pi / theta)
+    gamma = ((r - alpha) / (beta - alpha)).clamp(0, 1)
+    return (1 - gamma) * theta / factor + gamma * theta
+
+
+def angles_at_one(cos, sin):
+    """theta_j recovered from a library's table at position 1 (atan2 in fp64)."""
+    return torch.atan2(sin.double(), cos.double())
+
+
+def litgpt_yarn():
+    from litgpt.model import build_rope_cache
+    extra = {"factor": FACTOR, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "original_max_seq_len": L0}
+    cos, sin = build_rope_cache(2, D, base=BASE, extra_config=extra)
+    att = float(torch.hypot(cos[1, 0].double(), sin[1, 0].double()))
+    theta = angles_at_one(cos[1, :D // 2] / att, sin[1, :D // 2] / att)
+    ref = paper_yarn(D, BASE, FACTOR, L0)
+    print("litgpt build_rope_cache YaRN (d=128, base 1e4, factor 16, L0 8192), theta_j / paper:")
+    print("  j=0 (highest frequency, 1304 rotations in L0):", f"{float(theta[0] / ref[0]):.6f}", "(paper: 1, kept)")
+    print("  j=63 (lowest, 0.06 rotations):", f"{float(theta[63] / ref[63]):.6f}", "(paper: 1, both /16)")
+    flipped = (theta / ref - 1).abs() > 1e-3
+    print(f"  dims off by more than 1e-3: {int(flipped.sum())} of 64; theta_0 = {float(theta[0]):.6f} = 1/{1 / float(theta[0]):.2f}")
+
+
+def megatron_yarn_partial():
+    from unittest import mock
+    from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
+    from megatron.core.models.common.embeddings.yarn_rotary_pos_embedding import YarnRotaryEmbedding
+    with mock.patch.object(torch.cuda, "current_device", lambda: "cpu"):
+        plain = RotaryEmbedding(kv_channels=D, rotary_percent=0.5, use_cpu_initialization=True)(4)
+        yarn = YarnRotaryEmbedding(kv_channels=D, rotary_percent=0.5, use_cpu_initialization=True,
+                                   scaling_factor=FACTOR, original_max_position_embeddings=L0)(4)[0]
+    print("megatron-core rotary_percent=0.5 of kv_channels=128: rotated width")
+    print(f"  RotaryEmbedding: {plain.shape[-1]} (honours rotary_percent); YarnRotaryEmbedding: {yarn.shape[-1]} "
+          f"(ignores it; _apply_rotary_pos_emb_bshd rotates freqs.shape[-1] features)")
+
+
+def keras_hub_dynamic():
+    import os
+    os.environ.setdefault("KERAS_BACKEND", "torch")
+    from keras_hub.layers import RotaryEmbedding
+    factor, d = 4.0, D
+    x = torch.zeros(1, 2, 1, d)
+    x[..., :d // 2] = 1.0
+    out = {}
+    for kind in ("linear", "dynamic"):
+        layer = RotaryEmbedding(max_wavelength=BASE, scaling_factor=1.0 if kind == "linear" else factor, rope_type=kind)
+        y = torch.as_tensor(layer(x, positions=torch.tensor([0, 1]))).double()[0, 1, 0]
+        out[kind] = torch.atan2(y[d // 2:], y[:d // 2])
+    ratio = out["dynamic"] / out["linear"]
+    j = torch.arange(0, d, 2, dtype=torch.float64)
+    ntk = (BASE * factor ** (d / (d - 2))) ** (-j / d) / BASE ** (-j / d)  # HF static NTK / Code Llama: base scaled
+    print("keras-hub RotaryEmbedding rope_type='dynamic' (factor 4, d=128): theta_j / theta_j(unscaled)")
+    print(f"  keras: j=0 {float(ratio[0]):.6f}, j=32 {float(ratio[32]):.6f}, j=63 {float(ratio[63]):.6f} "
+          f"(one constant: factor^(-d/(d-2)) = {factor ** (-d / (d - 2)):.6f})")
+    print(f"  NTK (base * factor^(d/(d-2))): j=0 {float(ntk[0]):.6f}, j=32 {float(ntk[32]):.6f}, j=63 "
+          f"{float(ntk[63]):.6f}; HF dynamic is NTK with factor (s L/L0) - (s - 1) from the call's length")
+
+
+def rotary_embedding_torch_bf16():
+    from rotary_embedding_torch import RotaryEmbedding
+    d, n = 64, 4096
+    x = torch.zeros(1, 1, n, d)
+    x[..., 0::2] = 1.0
+    got = {dt: RotaryEmbedding(dim=d).rotate_queries_or_keys(x.to(dt)).double() for dt in (torch.float32,
+                                                                                           torch.bfloat16)}
+    ang = torch.atan2(got[torch.bfloat16][0, 0, :, 1], got[torch.bfloat16][0, 0, :, 0])  # pair 0, theta_0 = 1
+    pos = torch.arange(n, dtype=torch.float64)
+    wrapped = torch.remainder(ang - pos + math.pi, 2 * math.pi) - math.pi
+    rounded = torch.remainder(ang - pos.to(torch.bfloat16).double() + math.pi, 2 * math.pi) - math.pi
+    print("rotary-embedding-torch rotate_queries_or_keys, bf16 input, 4096 positions, pair 0 (theta 1):")
+    print(f"  angle - position: max {float(wrapped.abs().max()):.3f} rad; angle - bf16(position): max "
+          f"{float(rounded.abs().max()):.3f} rad (positions held in bf16)")
+
+
+if __name__ == "__main__":
+    for check in (litgpt_yarn, megatron_yarn_partial, keras_hub_dynamic, rotary_embedding_torch_bf16):
+        try:
+            check()
+        except ImportError as e:
+            print(f"{check.__name__}: skipped, {e}")
