@@ -1,10 +1,12 @@
 """Configuration: the override names users type, presets that compose, and one-line errors."""
 import itertools
+import json
 import sys
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from harness import config as config_lib
 from harness import encodings
@@ -236,3 +238,21 @@ def test_hf_names_the_harness_cannot_read_are_one_line_naming_its_keys():
     shown = subprocess.run([sys.executable, "-m", "harness", "encoding.rope_theta=500000", "--cfg", "job"], cwd=ROOT,
                            capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0 and "base: 500000" in shown.stdout, shown.stderr  # what Hydra itself composes
+
+
+def test_sweeps_start_their_longest_jobs_first(tmp_path, monkeypatch):
+    """${encodings:} lists the encodings by the reference sweep's median wall time, longest first, untimed ones
+    first of all (Graham's longest-processing-time-first); the presets list encoding before seed."""
+    times = {"rope": [20.0, 22.0, 100.0], "cope": [50.0, 48.0, 52.0], "alibi": [19.0]}
+    for name, walls in times.items():
+        for s, wall in enumerate(walls):
+            (tmp_path / f"encoding={name},seed={s}").mkdir()
+            (tmp_path / f"encoding={name},seed={s}" / "status.json").write_text(json.dumps({"wall_s": wall}))
+    assert resolvers.wall_times(tmp_path) == {"rope": 22.0, "cope": 50.0, "alibi": 19.0}
+    monkeypatch.setattr(resolvers, "REFERENCE", tmp_path)
+    order = resolvers.encodings().split(",")
+    untimed = [n for n in encodings.ENCODINGS if n not in times]
+    assert order == untimed + ["cope", "rope", "alibi"]
+    for preset in sorted(p for p, axes in AXES.items() if axes.get("encoding") == ALL):
+        params = list(OmegaConf.load(Path(ROOT) / "conf" / "sweep" / f"{preset}.yaml").hydra.sweeper.params)
+        assert params.index("encoding") < params.index("seed"), preset

@@ -4,18 +4,46 @@ harness/__main__.py imports it before Hydra composes, so every process that comp
 them: the command line (validation, `--cfg ... --resolve`), Hydra's sweeper, and the launchers' workers
 (joblib and submitit unpickle the job function from harness.__main__, which imports this module)."""
 import hashlib
+import json
+import math
 import re
+import statistics
+from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from harness import encodings as registry
+from harness.paths import CHECKOUT
+
+
+# The committed reference sweep (`make sweep`'s own runs): their wall times order the encodings longest first,
+# so that a sweep's slowest jobs start first instead of finishing it alone on one core (longest processing time
+# first, Graham 1969). Absent (an installed wheel), the registry's order.
+REFERENCE = CHECKOUT / "results" / "reference"
+
+
+def wall_times(root=None) -> dict:
+    """{encoding: median wall_s of its finished runs under root (default REFERENCE; run dirs named
+    ...encoding=<name>...)}."""
+    out = {}
+    for status in Path(root or REFERENCE).glob("*/status.json"):
+        name = dict(p.split("=", 1) for p in status.parent.name.split(",") if "=" in p).get("encoding")
+        try:
+            wall = json.loads(status.read_text()).get("wall_s")
+        except (OSError, ValueError):  # a run dir being written or damaged: no time from it
+            continue
+        if name and isinstance(wall, (int, float)):
+            out.setdefault(name, []).append(float(wall))
+    return {k: statistics.median(v) for k, v in out.items()}
 
 
 def encodings() -> str:
-    """Every registered encoding (harness/encodings, in registry order) as one Hydra sweep value,
-    "alibi,fire,...": a preset's `hydra.sweeper.params.encoding: ${encodings:}` sweeps them all, so a
-    new encoding file joins that preset without an edit to it. Read at each resolution, not cached."""
-    return ",".join(registry.ENCODINGS)
+    """Every registered encoding (harness/encodings) as one Hydra sweep value, "stick_breaking,cope,...",
+    longest first by the reference sweep's wall times (encodings it has not timed first of all, in registry
+    order): a preset's `hydra.sweeper.params.encoding: ${encodings:}` sweeps them all, so a new encoding file
+    joins that preset without an edit to it. Read at each resolution, not cached."""
+    times = wall_times()
+    return ",".join(sorted(registry.ENCODINGS, key=lambda n: -times.get(n, math.inf)))  # stable sort
 
 
 def run_name(override_dirname: str) -> str:
