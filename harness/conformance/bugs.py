@@ -136,7 +136,8 @@ def classify(case, arrays, layout, observed, dtype, own_table, compare="outputs"
             best = (name, r)
     if best[1] <= 1.0:
         return best[0]
-    return f"unrecognised (nearest: {best[0]}, {best[1]:.3g}x its tolerance; {pattern(case, arrays, layout, observed, dtype, own_table)})"
+    how = pattern(case, arrays, layout, observed, dtype, own_table)
+    return f"unrecognised (nearest: {best[0]}, {best[1]:.3g}x its tolerance; {how})"
 
 
 def pattern(case, arrays, layout, observed, dtype, own_table):

@@ -38,7 +38,8 @@ def litgpt_yarn():
     print("  j=0 (highest frequency, 1304 rotations in L0):", f"{float(theta[0] / ref[0]):.6f}", "(paper: 1, kept)")
     print("  j=63 (lowest, 0.06 rotations):", f"{float(theta[63] / ref[63]):.6f}", "(paper: 1, both /16)")
     flipped = (theta / ref - 1).abs() > 1e-3
-    print(f"  dims off by more than 1e-3: {int(flipped.sum())} of 64; theta_0 = {float(theta[0]):.6f} = 1/{1 / float(theta[0]):.2f}")
+    print(f"  dims off by more than 1e-3: {int(flipped.sum())} of 64; theta_0 = {float(theta[0]):.6f} "
+          f"= 1/{1 / float(theta[0]):.2f}")
 
 
 def megatron_yarn_partial():

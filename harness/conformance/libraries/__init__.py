@@ -125,7 +125,8 @@ def missing(lib):
             getattr(m, probe)()
     except Exception as e:  # an import that fails for any reason: the reason is the message
         first = (str(e).strip().splitlines() or [""])[0]
-        return lib.install or f"{lib.module} does not import ({type(e).__name__}: {first}); pip install {lib.dist}"
+        why = f"{lib.dist} does not import ({type(e).__name__}: {first}); pip install {lib.dist}"
+        return why + (f" (on this project's machines it cannot be: {lib.install})" if lib.install else "")
     return ""
 
 
