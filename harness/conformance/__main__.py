@@ -3,6 +3,7 @@ import argparse
 import dataclasses
 import math
 import sys
+import textwrap
 import time
 
 from harness.conformance import arrays, golden, isolate, libraries, run
@@ -25,9 +26,15 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Help lines wrapped at spaces only: a choice such as 'cos-sin' or 'transformers-deepseek-v3' stays whole."""
+
+    def _split_lines(self, text, width):
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def _parser():
-    ap = _Parser(prog="python -m harness.conformance", description=__doc__,
-                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = _Parser(prog="python -m harness.conformance", description=__doc__, formatter_class=_Help)
     ap.add_argument("--apply", help="pkg.module:function, the rotation under test")
     ap.add_argument("--library", metavar="NAME",
                     help=f"a shipped adapter instead of --apply (it sets the call flags): one of "
