@@ -33,6 +33,7 @@ def field(names, dtypes, echo=print):
                         dtype=dtype, rope_types=None)
             rows, _ = isolate.run(spec)
             counts = {s: sum(r["result"] == s for r in rows) for s in ("pass", "FAIL", "error", "skip")}
+            counts["worst"] = max((r["ratio"] for r in rows if r["result"] == "pass"), default=float("nan"))
             echo(f"{name} {dtype}: {run.summary(rows)}")
             done.append((name, libraries.version(lib), dtype, counts,
                          [r for r in rows if r["result"] in ("FAIL", "error")]))
@@ -40,12 +41,13 @@ def field(names, dtypes, echo=print):
 
 
 def markdown(done, absent):
-    lines = ["| library | version | dtype | pass | FAIL | error | skip | failing cases: bug class |",
-             "|---|---|---|---:|---:|---:|---:|---|"]
+    lines = ["| library | version | dtype | pass | FAIL | error | skip | worst err/tol of the passes | failing cases: "
+             "bug class |", "|---|---|---|---:|---:|---:|---:|---:|---|"]
     for name, ver, dtype, c, bad in done:
         classes = sorted({r["bug"].split(";")[0].split(" (nearest")[0] for r in bad})
         what = "; ".join(f"{sum(r['bug'].startswith(k) for r in bad)}: {k}" for k in classes)
-        lines.append(f"| {name} | {ver} | {dtype} | {c['pass']} | {c['FAIL']} | {c['error']} | {c['skip']} | {what} |")
+        lines.append(f"| {name} | {ver} | {dtype} | {c['pass']} | {c['FAIL']} | {c['error']} | {c['skip']} | "
+                     f"{c['worst']:.2g} | {what} |")
     lines += ["", "Not run here:", ""] + [f"- {name}: {why}" for name, why in absent] if absent else []
     return "\n".join(lines)
 
