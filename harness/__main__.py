@@ -26,7 +26,7 @@ from harness import config as config_lib
 from harness import results, runner
 from harness.config import overrides, resolvers  # noqa: F401 - resolvers: registered on import
 from harness.config.overrides import CONF, MULTIRUN_FLAGS, jobs  # noqa: F401 - re-exported (tests, launchers)
-from harness.infra import distributed, runlock
+from harness.infra import distributed, runlock, wandb_sink
 
 # flags after which Hydra composes nothing to run (help, config printing, shell completion: `-sc query=bash` is
 # what Hydra's installed completion script calls on every tab)
@@ -124,6 +124,14 @@ def validate(argv):
     return sweep_dir, len(all_jobs)
 
 
+def _log_pending(sweep_dir: Path, stop: threading.Event):
+    """The sweep's W&B records, made here while its jobs run (harness.infra.wandb_sink.log_pending), then once more
+    when stop is set."""
+    while not stop.wait(2.0):
+        wandb_sink.log_pending(sweep_dir)
+    wandb_sink.log_pending(sweep_dir)
+
+
 def _watch(sweep_dir: Path, total: int, stop: threading.Event):
     """Sweep-wide progress: counts run dirs under sweep_dir with a final status (ok/diverged/failed)."""
     bar = tqdm(total=total, desc=f"sweep {sweep_dir.name}", unit="run", position=0, dynamic_ncols=True)
@@ -151,8 +159,9 @@ def main(cfg):
         c.threads = OmegaConf.select(hc, "launcher.cpus_per_task") or 0
     distributed.setup(c.device)
     # a sweep leaves a run another process is computing to it (its end waits); one run waits for it
+    # a sweep's jobs leave their W&B record to the sweep's process (_log_pending): W&B out of the measured process
     status = runner.run(c, run_dir, run_id=f"{c.sweep}/{run_dir.name}",
-                        busy="wait" if hc.mode == RunMode.RUN else "skip")
+                        busy="wait" if hc.mode == RunMode.RUN else "skip", log_wandb=hc.mode == RunMode.RUN)
     if status["status"] == "failed" and hc.mode == RunMode.RUN:
         sys.exit(1)
     return status["status"]
@@ -239,16 +248,20 @@ def _cli(argv, typed=()):
             print(f"harness: error: {overrides.unknown_key(msg, argv, typed) or null or msg}", file=sys.stderr)
             sys.exit(2)
         if sweep_dir is not None:
-            stop = threading.Event()
+            stop, logged = threading.Event(), threading.Event()
             watcher = threading.Thread(target=_watch, args=(sweep_dir, n_jobs, stop), daemon=True)
+            logger = threading.Thread(target=_log_pending, args=(sweep_dir, logged), daemon=True)
             watcher.start()
+            logger.start()
             try:
                 failure = _main()
             finally:
                 stop.set()
                 watcher.join(timeout=5)
-            _stop(failure)
+            _stop(failure)  # interrupted or unwritable: exits now; what is not logged yet stays `pending`
             _wait_for_others(sweep_dir)
+            logged.set()  # the last records, then the sweep ends
+            logger.join()
             failed = _failed(sweep_dir)
             if failed:  # the other runs are kept; the sweep still fails loudly
                 print(f"harness: error: {len(failed)} run(s) failed: " + "; ".join(failed), file=sys.stderr)

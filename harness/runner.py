@@ -10,7 +10,6 @@ import time
 import traceback
 from pathlib import Path
 
-import pandas as pd
 import torch
 
 from harness import model as model_lib
@@ -123,17 +122,6 @@ def _check_device(cfg: Config):
                          f"use device=cpu")
 
 
-def _log_wandb(cfg, run_dir, run_id, df, train_log, status):
-    """The run's W&B record, after its local files; status.json then says `wandb: done` (and any
-    `wandb_error`, also printed: local results stand either way)."""
-    err = wandb_sink.log(run_dir, cfg.wandb, to_dict(cfg), run_id, cfg.sweep, df, train_log, status)
-    status["wandb"] = "done"
-    if err:
-        status["wandb_error"] = err
-        print(f"{run_id}: {err} (local results are written)")
-    results.write_json(run_dir / results.STATUS, status)
-
-
 def _stale(status, chash, code):
     """Why a finished run's rows do not come from this config and this code (one phrase), or None."""
     recorded = status.get("config_hash", chash)  # a status without one is caught by its missing code hash
@@ -175,9 +163,6 @@ def _finished(run_dir, run_id, chash, cfg):
         print(f"rerun {run_id}: {problem}; the run is computed again")
         return None
     print(f"skip {run_id}: finished ({status['status']}) rows exist in {run_dir}")
-    if status.get("wandb") == "pending" and cfg.wandb.mode != "disabled":
-        log = results.read_train_log(run_dir)
-        _log_wandb(cfg, run_dir, run_id, pd.read_parquet(run_dir / results.ROWS), log, status)
     return status
 
 
@@ -196,7 +181,16 @@ def _cannot_write(run_dir, run_id, e: OSError):
     return status
 
 
-def run(cfg: Config, run_dir, run_id=None, progress=True, busy="wait"):
+def run(cfg: Config, run_dir, run_id=None, progress=True, busy="wait", log_wandb=True):
+    """run_job, then the run's W&B record from its files when log_wandb (a sweep's jobs leave it `pending` to the
+    sweep's own process, harness.infra.wandb_sink.log_pending: W&B out of the measured process)."""
+    status = run_job(cfg, run_dir, run_id, progress, busy)
+    if log_wandb and status.get("wandb") == "pending" and cfg.wandb.mode != "disabled":
+        status = wandb_sink.log_run(Path(run_dir), cfg) or status
+    return status
+
+
+def run_job(cfg: Config, run_dir, run_id=None, progress=True, busy="wait"):
     """Run one job into run_dir; returns its status dict. Skips a finished run (resume). The run claims its
     dir first (harness.infra.runlock); when another live process holds it, busy='wait' waits for that process and
     then skips or runs, busy='skip' returns {'status': 'busy'} at once (a sweep: its end waits for them).
@@ -258,7 +252,6 @@ def _run_pretrained(cfg: Config, run_dir, run_id, progress, chash):
     if cfg.wandb.mode != "disabled":
         status["wandb"] = "pending"
     results.write_json(run_dir / results.STATUS, status)
-    _log_wandb(cfg, run_dir, run_id, df, [], status)
     print(f"ok {run_id}: {len(df)} rows in {status['wall_s']:.1f}s -> {run_dir}")
     return status
 
@@ -315,10 +308,9 @@ def _train_and_measure(cfg: Config, run_dir, run_id, progress, chash):
     status["wall_s"] = round(time.perf_counter() - t_start, 3)
     df = results.complete(_steps(rows), results.base_row(cfg, run_id), fit.steps)
     results.write_rows(run_dir, df)
-    if cfg.wandb.mode != "disabled":  # a run killed while logging is logged when resumed (_finished)
+    if cfg.wandb.mode != "disabled":  # logged by run() or the sweep's process, from the files (wandb_sink)
         status["wandb"] = "pending"
     results.write_json(run_dir / results.STATUS, status)
-    _log_wandb(cfg, run_dir, run_id, df, fit.log, status)
     reason = f" ({status['message']})" if status["status"] == "failed" else ""
     print(f"{status['status']} {run_id}{reason}: {len(df)} rows in {status['wall_s']:.1f}s -> {run_dir}")
     return status

@@ -75,3 +75,28 @@ def test_a_run_killed_while_logging_to_wandb_is_logged_on_resume(tmp_path, monke
     status = runner.run(cfg, run_dir, progress=False)
     assert status["wandb"] == "done" and "wandb_error" not in status and wandb_files(run_dir)
     assert results.read_status(run_dir)["wandb"] == "done"
+
+
+def test_a_sweeps_jobs_leave_wandb_to_the_sweeps_process(tmp_path, tiny):
+    """W&B out of the measured process: a job run with log_wandb=False leaves its record pending, and
+    wandb_sink.log_pending (the sweep's process) makes it from the run's files, once."""
+    cfg, run_dir = tiny(tmp_path, **{"wandb.mode": "offline"}), tmp_path / "sweep" / "run"
+    status = runner.run(cfg, run_dir, progress=False, log_wandb=False)
+    assert status["wandb"] == "pending" and not wandb_files(run_dir)
+    (run_dir / ".hydra").mkdir()
+    from omegaconf import OmegaConf
+    from harness.config import to_dict
+    OmegaConf.save(OmegaConf.create(to_dict(cfg)), run_dir / ".hydra" / "config.yaml")
+    assert wandb_sink.log_pending(tmp_path / "sweep") == 1 and wandb_files(run_dir)
+    assert results.read_status(run_dir)["wandb"] == "done" and "wandb_error" not in results.read_status(run_dir)
+    assert wandb_sink.log_pending(tmp_path / "sweep") == 0  # done is done
+
+
+def test_a_sweep_ends_with_every_wandb_record_made(tmp_path):
+    import subprocess
+    from tests.tiny_runs import ROOT, command
+    argv = [a if a != "wandb.mode=disabled" else "wandb.mode=offline" for a in command(tmp_path, "encoding=rope,alibi")]
+    out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    runs = [p.parent for p in (tmp_path / "out").rglob("status.json")]
+    assert len(runs) == 2 and all(results.read_status(r)["wandb"] == "done" and wandb_files(r) for r in runs)

@@ -112,3 +112,44 @@ def log_summary(out_dir, mode, group, summary, project="pe-harness", entity=None
         return note
     except Exception as e:  # noqa: BLE001 - W&B is a sink: the report on disk stands either way
         return f"wandb {mode} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
+LOGGED = ("ok", "diverged", "failed")  # final statuses; a failed run's rows so far are logged too
+
+
+def log_run(run_dir: Path, cfg=None):
+    """The W&B record of one finished run whose status says `wandb: pending`, made from its files (rows, train log,
+    status; its `.hydra/config.yaml` when cfg is None) under its run lock; status.json then says `wandb: done`
+    (and any `wandb_error`, also printed: local results stand either way). Returns the new status, or None when
+    there is nothing to log (not finished, not pending, or another process holds the run)."""
+    from harness import results  # here: harness.results imports nothing of W&B, and this module is imported first
+    from harness.config import from_dict, to_dict
+    from harness.infra import runlock
+    status = results.read_status(run_dir)
+    if not status or status.get("wandb") != "pending" or status.get("status") not in LOGGED:
+        return None
+    lock = runlock.claim(run_dir)
+    if lock is None:  # a process is computing this run again: it will leave its own status
+        return None
+    with lock:
+        status = results.read_status(run_dir)
+        if not status or status.get("wandb") != "pending" or status.get("status") not in LOGGED:
+            return None
+        if cfg is None:
+            from omegaconf import OmegaConf
+            cfg = from_dict(OmegaConf.to_container(OmegaConf.load(run_dir / ".hydra" / "config.yaml")))
+        run_id = status.get("run_id") or f"{cfg.sweep}/{run_dir.name}"
+        rows = pd.read_parquet(run_dir / results.ROWS)
+        err = log(run_dir, cfg.wandb, to_dict(cfg), run_id, cfg.sweep, rows, results.read_train_log(run_dir), status)
+        status["wandb"] = "done"
+        if err:
+            status["wandb_error"] = err
+            print(f"{run_id}: {err} (local results are written)")
+        results.write_json(run_dir / results.STATUS, status)
+    return status
+
+
+def log_pending(sweep_dir):
+    """log_run for every run dir under sweep_dir; the number logged. A sweep's process calls it while its jobs run
+    and once at its end, so W&B runs outside the processes whose speed the rows measure."""
+    return sum(log_run(p.parent) is not None for p in sorted(Path(sweep_dir).glob("*/status.json")))
