@@ -145,6 +145,8 @@ def attend(encoding, q, k, v, h, pos, *, attention="softmax", qk_norm=None, impl
         k_pos = cache.keys_pos(pos)
     if queries is not None and queries < q.shape[-2]:  # rotated at their own positions, then the rows dropped
         q, pos = q[:, :, -queries:], pos[-queries:]
+    if observer is None and q.shape[-2] > QUERY_BLOCK and (encoding.replaces_softmax or encoding.content_bias):
+        return _blocked(encoding, q, k, v, pos, k_pos, state)
     if observer is None and not encoding.replaces_softmax:
         if cache is None and q.shape[-2] == k.shape[-2] and impl != "sdpa" and flex.runs(impl, q, pos):
             return flex.attention(q, k, v, distance_table(q, encoding, pos))
@@ -154,6 +156,28 @@ def attend(encoding, q, k, v, h, pos, *, attention="softmax", qk_norm=None, impl
     if observer is not None:
         observer(Observed(layer, q, k, scores, weights.float()))
     return weights.to(v.dtype) @ v
+
+
+# Scores that no fused kernel forms (an encoding's own normalizer, or a bias that reads content: one (B, H, Tq, Tk)
+# tensor per batch) are formed QUERY_BLOCK query rows at a time, each block against the keys its rows see: the
+# masked half of the square is never built, and a block's tensors stay in cache. One stick-breaking layer at
+# B 8, H 4, T 1024, D 32 on one CPU thread: 5.0 s whole, 1.2 s in blocks of 64 (CoPE 4.1 s -> 0.7 s, FoX 0.8 -> 0.3).
+QUERY_BLOCK = 64
+
+
+def _blocked(encoding, q, k, v, pos, k_pos, state):
+    """attend's output for q (B, H, Tq, D) at pos (Tq,) against k, v (B, H, Tk, D) at k_pos (Tk,), Tq <= Tk, formed
+    block by block: rows r0..r1 see keys 0 .. r1 + Tk - Tq - 1, as a KV-cache decode of those rows would."""
+    off, outs = k.shape[-2] - q.shape[-2], []
+    for r0 in range(0, q.shape[-2], QUERY_BLOCK):
+        r1 = min(r0 + QUERY_BLOCK, q.shape[-2])
+        qb, kb, vb = q[:, :, r0:r1], k[:, :, :off + r1], v[:, :, :off + r1]
+        bias = encoding.scores_bias(qb, kb, pos[r0:r1], k_pos[:off + r1], None if state is None else state[..., :off + r1])
+        if encoding.replaces_softmax:
+            outs.append(normalized(encoding, attention_logits(qb, kb, bias)).to(v.dtype) @ vb)
+        else:
+            outs.append(softmax_attention(qb, kb, vb, bias))
+    return torch.cat(outs, 2)
 
 
 def normalized(encoding, scores):
