@@ -47,7 +47,7 @@ def markdown(done, absent):
         classes = sorted({r["bug"].split(";")[0].split(" (nearest")[0] for r in bad})
         what = "; ".join(f"{sum(r['bug'].startswith(k) for r in bad)}: {k}" for k in classes)
         lines.append(f"| {name} | {ver} | {dtype} | {c['pass']} | {c['FAIL']} | {c['error']} | {c['skip']} | "
-                     f"{c['worst']:.2g} | {what} |")
+                     f"{'-' if c['worst'] != c['worst'] else format(c['worst'], '.2g')} | {what} |")
     lines += ["", "Not run here:", ""] + [f"- {name}: {why}" for name, why in absent] if absent else []
     return "\n".join(lines)
 
