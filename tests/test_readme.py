@@ -21,6 +21,7 @@ GENERATORS = {
     "pretrained-table": "harness.report.pretrained",  # tests/test_report_pretrained.py
     "kernel-table": "harness.measure.kernel_table",  # tests/test_kernel_table.py
     "reference-summary": "the reference sweep's summary (results/reference)",
+    "ladder-summary": "the compute ladder's transfer table (results/budget; harness.report.budget.readme_lines)",
 }
 OPEN = re.compile(r"<!-- ([\w-]+): (\S+) -->")
 CLOSE = re.compile(r"<!-- /([\w-]+) -->")

@@ -140,6 +140,9 @@ def test_budget_section_only_with_two_budgets(tmp_path):
         assert cells[2] == "1.00" and cells[5:9] == ["2", "0", "0", "1"] and cells[-1] == "4 / 4"
     assert "None: no pair's mean order changes." in md
     assert (tmp_path / "ob" / "ladder_lm.png").stat().st_size > 10_000
+    from harness.report import summary  # the README's ladder-summary block: the same numbers, compact
+    block = summary.render(f"<!-- ladder-summary: {two.name} -->\n<!-- /ladder-summary -->\n", two.parent)
+    assert "| 1× → 16× | 1× (64) | 1.00 [" in block and "Crossovers between consecutive rungs (mean order changes): 0" in block
 
 
 def test_lm_eval_and_position_rows(tmp_path):

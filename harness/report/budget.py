@@ -122,3 +122,31 @@ def section(df, out, made):
                render(cross.set_index("pair"), "pair") if not cross.empty else "None: no pair's mean order changes.",
                ""]
     return md
+
+
+def readme_lines(df):
+    """The README's ladder-summary block (harness.report.summary.render) for report rows: the rungs' scale, then
+    per pair of rungs and length τ with its interval and the agree / flip counts, from `comparisons`."""
+    core = df[~df.ext]
+    if core.budget.nunique() < 2:
+        return []
+    b_all, out = budget_table(df), []
+    for task, t in core.groupby("task"):
+        m = mains(t)
+        if not m:
+            continue
+        metric, _, title, d = m[0]
+        b = b_all.loc[[k for k in b_all.index if k in set(d.budget)]]
+        names = _rung_names(b)
+        table, cross = comparisons(d, b, names)
+        rungs = "; ".join(f"{names[k]}: {r.model} ({int(r.n_layers)} layers, d_model {int(r.d_model)}), "
+                          f"{_amount(r.n_params)} parameters, {_amount(r.train_tokens)} tokens, "
+                          f"{_amount(r.train_flops)} FLOPs" for k, r in b.iterrows())
+        out += [f"Task `{task}`, {title}; {d.pair.nunique()} encodings, {d.seed.nunique()} seeds per rung. Rungs: "
+                f"{rungs}.\n", "| rungs | length | Kendall τ [95% interval] | pairs agree / flip / one rung / open | "
+                "flipped pairs |", "|---|---|---|---|---|"]
+        out += [f"| {r['rungs']} | {r['length']} | {r['Kendall τ']} {r['95% interval']} | {r['agree']} / {r['flip']} / "
+                f"{r['one rung only']} / {r['open']} | {r['flipped pairs']} |" for _, r in table.iterrows()]
+        out += ["", f"Crossovers between consecutive rungs (mean order changes): {len(cross)}, of which established "
+                f"at both rungs: {int((cross.established == transfer.WHERE['flip']).sum()) if len(cross) else 0}.", ""]
+    return out

@@ -20,6 +20,7 @@ from harness.report.tables import decimals, fmt_ci, lower_is_better
 
 MiB = 2 ** 20
 BLOCK = re.compile(r"(<!-- reference-summary: (\S+) -->\n)(.*?)(<!-- /reference-summary -->)", re.S)
+LADDER = re.compile(r"(<!-- ladder-summary: (\S+) -->\n)(.*?)(<!-- /ladder-summary -->)", re.S)
 LONG = (("ruler_all", "RULER string match (mean over depths)"),)  # long-context scores, when measured
 COST = (("train_tokens_per_s", "train", "train tokens/s", 1.0), ("peak_mem_bytes", "train",
                                                                   "peak memory of a train step (MiB)", MiB))
@@ -164,15 +165,21 @@ def section(df, paths):
 
 
 def render(text, root):
-    """text with every reference-summary block regenerated from the results dir it names (relative to root)."""
+    """text with every reference-summary block (and ladder-summary block: harness.report.budget.readme_lines)
+    regenerated from the results dir it names (relative to root)."""
+    from harness.report import budget
     from harness.report.labels import prepare
 
+    def rows(m):
+        df = results.load(Path(root) / m.group(2))
+        return prepare(df[~df.params.str.contains('"pretrained"') & ~df.protocol.str.startswith("lm_eval")])
+
     def one(m):
-        where = Path(root) / m.group(2)
-        df = results.load(where)
-        df = df[~df.params.str.contains('"pretrained"') & ~df.protocol.str.startswith("lm_eval")]
-        return m.group(1) + "\n".join(lines(prepare(df), [where])) + "\n" + m.group(4)
-    return BLOCK.sub(one, text)
+        return m.group(1) + "\n".join(lines(rows(m), [Path(root) / m.group(2)])) + "\n" + m.group(4)
+
+    def ladder(m):
+        return m.group(1) + "\n".join(budget.readme_lines(rows(m))) + "\n" + m.group(4)
+    return LADDER.sub(ladder, BLOCK.sub(one, text))
 
 
 def readme(path, write=False, check=False):
