@@ -2,14 +2,14 @@
 `extension`: model=tiny trained at 64 tokens, PPL at 2x and 4x the train length, n = seeds) and on a pretrained model
 (sweep `pretrained`: bits per byte at the same ratio of evaluation length to trained context, n = windows).
 
-Kendall tau-b between the two orders of the variants both have (harness.stats.kendall_tau: its interval resamples
-the seeds and the windows independently), and, for every pair of variants, whether its order is established on
+Kendall tau-b between the two orders of the variants both have (harness.transfer.tau_interval: its interval comes
+from the uncertainty of both mean vectors, seeds on one side and windows on the other, drawn independently), and, for every pair of variants, whether its order is established on
 each side (paired 95% CI of the difference excludes 0) and, where it is on both, whether the two agree or flip."""
 import json
 
 import pandas as pd
 
-from harness import stats
+from harness import stats, transfer
 
 
 def _params(df):
@@ -71,5 +71,5 @@ def pairs(toy, real):
 
 
 def tau(toy, real, seed=0):
-    """stats.Tau of the two orders over the variants both tables have."""
-    return stats.kendall_tau(toy, real, seed=seed)
+    """harness.transfer.TauInterval of the two orders over the variants both tables have."""
+    return transfer.tau_interval(toy, real, seed=seed)

@@ -119,8 +119,8 @@ def transfer_lines(d, laptop, ratio):
     counts = pr.outcome.value_counts()
     lines = [f"At {ratio}x the trained context (laptop, {toy_scale}: PPL at {L_toy} bytes, n = {tau.n_seeds_a} "
              f"seeds; real: bits per byte at {L_real} tokens, n = {tau.n_seeds_b} windows), {tau.n_variants} variants: "
-             f"Kendall τ-b = {tau.tau:+.2f}, 95% bootstrap interval [{tau.lo:+.2f}, {tau.hi:+.2f}] (seeds and windows "
-             f"resampled independently; few seeds give few distinct resamples, so read the pairs). Of "
+             f"Kendall τ-b = {tau.tau:+.2f}, 95% interval [{tau.lo:+.2f}, {tau.hi:+.2f}] (from the uncertainty of both "
+             f"mean vectors, harness.transfer; with this few seeds and windows, read the pairs). Of "
              f"{len(pr)} pairs: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + ".", "",
              "| pair (a − b) | laptop Δ PPL | real Δ bits/byte | outcome |", "|---|---|---|---|"]
     lines += [f"| {r.a} − {r.b} | {_diff(r.laptop)} | {_diff(r.real)} | {r.outcome} |" for r in pr.itertuples()]
