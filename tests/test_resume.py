@@ -330,11 +330,11 @@ def cli(tmp_path, *args, env=None):
 
 def test_the_run_dirs_named_before_launch_are_hydras(tmp_path):
     from hydra import initialize_config_dir
-    from harness import __main__ as m
+    from harness.config import overrides
     argv = command(tmp_path, "encoding=rope,alibi", "seed=0,1")[3:]  # after `python -m harness`: -m, overrides
-    with initialize_config_dir(config_dir=m.CONF, version_base="1.3"):
-        cfg, jobs = m._jobs(argv)
-        predicted = m._job_dirs(cfg, jobs, multirun=True)
+    with initialize_config_dir(config_dir=overrides.CONF, version_base="1.3"):
+        cfg, jobs = overrides.jobs_of(argv)
+        predicted = overrides.job_dirs(cfg, jobs, multirun=True)
     p = cli(tmp_path, "encoding=rope,alibi", "seed=0,1")
     assert p.returncode == 0, p.stderr[-2000:]
     made = sorted(d for d in (tmp_path / "out" / "sweeps" / "single").iterdir() if d.is_dir())
