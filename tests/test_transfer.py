@@ -35,28 +35,37 @@ def test_vectorized_tau_equals_scipy():
     np.testing.assert_allclose(transfer._tau_rows(a, b), want)
 
 
-def _coverage(noise, interval, n_sims=200):
-    """Share of simulated 3-seed experiments whose interval holds the true τ (0.93: one swapped pair of 8)."""
+def _coverage(noise, interval, swap=True, n_sims=100):
+    """Share of simulated 3-seed experiments whose interval holds the true τ (0.93: one swapped pair of 8; 1)."""
     mu_a = np.arange(8.0)
     mu_b = mu_a.copy()
-    mu_b[[3, 4]] = mu_b[[4, 3]]
+    if swap:
+        mu_b[[3, 4]] = mu_b[[4, 3]]
     true = scipy.stats.kendalltau(mu_a, mu_b).statistic
     rng, hits = np.random.default_rng(1), 0
     for s in range(n_sims):  # each seed shifts every variant alike (the pairing), plus its own noise
         table = lambda mu: pd.DataFrame(mu + rng.normal(0, 1.0, (3, 1)) + rng.normal(0, noise, (3, 8)))  # noqa: E731
-        t = transfer.tau_interval(table(mu_a), table(mu_b), n_draws=1000, seed=s)
-        lo, hi = (t.lo, t.hi) if interval == "basic" else (2 * t.tau - t.hi, 2 * t.tau - t.lo)  # undo reflection
-        hits += lo <= true <= hi
+        t = transfer.tau_interval(table(mu_a), table(mu_b), n_draws=500, seed=s)
+        lo, hi = (t.lo, t.hi) if interval == "hull" else (t.draws_lo, t.draws_hi)
+        hits += lo - 1e-12 <= true <= hi + 1e-12
     return hits / n_sims
 
 
-@pytest.mark.parametrize("noise", [0.8, 1.5])
-def test_tau_interval_covers_the_true_tau(noise):
-    assert _coverage(noise, "basic") >= 0.9
+@pytest.mark.parametrize("noise,swap", [(0.8, True), (1.5, True), (1.5, False)])
+def test_tau_interval_covers_the_true_tau(noise, swap):
+    assert _coverage(noise, "hull", swap) >= 0.9
 
 
-def test_the_percentile_interval_of_the_draws_would_not():
-    assert _coverage(1.5, "percentile") < 0.5  # why the interval is reflected (module docstring)
+def test_the_draws_own_interval_would_not():
+    assert _coverage(1.5, "draws") < 0.5  # why the interval is reflected (module docstring)
+
+
+def test_a_perfect_agreement_is_not_an_interval_of_one_point():
+    rng = np.random.default_rng(0)
+    a = pd.DataFrame(np.arange(6.0) + rng.normal(0, 0.3, (3, 6)))
+    b = pd.DataFrame(np.arange(6.0) + rng.normal(0, 0.3, (3, 6)))
+    t = transfer.tau_interval(a, b)
+    assert t.tau == pytest.approx(1.0) and t.hi == 1.0 and t.lo < 0.8  # the reflection alone would give [1, 1]
 
 
 def test_agreement_names_agreeing_flipping_and_open_pairs():
