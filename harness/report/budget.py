@@ -79,6 +79,21 @@ def comparisons(d, b, names):
     return pd.DataFrame(rows), pd.DataFrame(cross)
 
 
+def ladders(df):
+    """(task, title, rows of its headline metric, rungs table, rung names, comparisons table, crossovers) of every
+    task whose headline metric was measured at two or more budgets."""
+    core, b_all = df[~df.ext], budget_table(df)
+    for task, t in core.groupby("task"):
+        m = mains(t)
+        if not m:
+            continue
+        _, _, title, d = m[0]
+        b = b_all.loc[[k for k in b_all.index if k in set(d.budget)]]
+        if len(b) >= 2:
+            names = _rung_names(b)
+            yield (task, title, d, b, names, *comparisons(d, b, names))
+
+
 def fig_ladder(d, b, names, title):
     """Mean metric against compute (× the cheapest rung), one panel per evaluation length, 95% t bands."""
     cost = {k: c / b.cost.iloc[0] for k, c in b.cost.items()}
@@ -99,21 +114,11 @@ def section(df, out, made):
           "Each rung trains the same encodings with more compute (model and tokens scaled together). For every "
           "pair of rungs and every evaluation length: Kendall τ between the encodings' mean orders (1: the same "
           "order, 0: unrelated) with a 95% interval from the uncertainty of both rungs' mean vectors (harness."
-          "transfer: posterior draws, reflected about τ; the draws' median shows how far noise alone pulls τ "
+          "transfer: posterior draws, reflected about τ and joined with their own interval; the draws' median shows how far noise alone pulls τ "
           "down), and the pairs of encodings whose order is established (paired 95% CI over seeds excludes 0) "
           "at both rungs, agreeing or flipping. Crossovers: pairs whose mean order changes between consecutive "
           "rungs.\n"]
-    b_all = budget_table(df)
-    for task, t in core.groupby("task"):
-        m = mains(t)
-        if not m:
-            continue
-        metric, _, title, d = m[0]
-        b = b_all.loc[[k for k in b_all.index if k in set(d.budget)]]
-        if len(b) < 2:
-            continue
-        names = _rung_names(b)
-        table, cross = comparisons(d, b, names)
+    for task, title, d, b, names, table, cross in ladders(df):
         name = f"ladder_{task}.png"
         save(fig_ladder(d, b, names, title), out, name, made)
         md += [f"### Task `{task}`: {title}\n", render(rung_cells(b, names).set_index("rung"), "rung"), "",
@@ -127,18 +132,8 @@ def section(df, out, made):
 def readme_lines(df):
     """The README's ladder-summary block (harness.report.summary.render) for report rows: the rungs' scale, then
     per pair of rungs and length τ with its interval and the agree / flip counts, from `comparisons`."""
-    core = df[~df.ext]
-    if core.budget.nunique() < 2:
-        return []
-    b_all, out = budget_table(df), []
-    for task, t in core.groupby("task"):
-        m = mains(t)
-        if not m:
-            continue
-        metric, _, title, d = m[0]
-        b = b_all.loc[[k for k in b_all.index if k in set(d.budget)]]
-        names = _rung_names(b)
-        table, cross = comparisons(d, b, names)
+    out = []
+    for task, title, d, b, names, table, cross in ladders(df):
         rungs = "; ".join(f"{names[k]}: {r.model} ({int(r.n_layers)} layers, d_model {int(r.d_model)}), "
                           f"{_amount(r.n_params)} parameters, {_amount(r.train_tokens)} tokens, "
                           f"{_amount(r.train_flops)} FLOPs" for k, r in b.iterrows())
