@@ -70,8 +70,7 @@ def test_an_unknown_bug_reports_the_nearest_class_and_its_pattern():
     assert f"pairs 31-31 of 32" in bug or "pairs 63-63 of 64" in bug or "pairs 15-15 of 16" in bug, bug
 
 
-@pytest.mark.parametrize("fn", [ulps_off(3), ulps_off(3, seed=1), with_inv(in_kernel_exp)],
-                         ids=["3ulps", "3ulps-seed1", "in-kernel-exp"])
+@pytest.mark.parametrize("fn", [ulps_off(3), with_inv(in_kernel_exp)], ids=["3ulps", "in-kernel-exp"])
 def test_no_false_alarm_for_an_fp32_inv_freq_a_few_ulps_off(fn):
     rows, _ = run.run(fn, "positions", "half", "fp32")
     assert {r["result"] for r in rows} == {"pass"}, [(r["case"], r["ratio"]) for r in rows if r["result"] != "pass"]

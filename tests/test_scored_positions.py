@@ -25,13 +25,19 @@ def model(name, attention="softmax"):
 
 
 @pytest.mark.parametrize("name", sorted(ENCODINGS))
-def test_last_positions_equal_the_full_forward(name):
+def test_last_positions_and_query_blocks_equal_the_full_forward(name, monkeypatch):
+    """last= gives the full forward's last rows; scores no fused kernel forms, formed in query blocks
+    (harness.attention.QUERY_BLOCK), give the logits of one whole (Tq, Tk) square, with and without last=."""
+    from harness import attention
     net = model(name)
     x = torch.randint(0, 256, (3, T), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        full = net(x)
+        full = net(x)  # T = 40 < QUERY_BLOCK: one square
         for last in (1, 7, T):
             torch.testing.assert_close(net(x, last=last), full[:, -last:], rtol=1e-5, atol=1e-5)
+        monkeypatch.setattr(attention, "QUERY_BLOCK", 8)  # five blocks, the last one short
+        torch.testing.assert_close(net(x), full, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(net(x, last=21), full[:, -21:], rtol=1e-5, atol=1e-5)
 
 
 def test_linear_attention_last_positions():
@@ -67,16 +73,3 @@ def test_sliding_rows_equal_the_full_computation(name, protocol, stride):
     assert math.isclose(nll, want[0], rel_tol=1e-6) and math.isclose(far, want[1], rel_tol=1e-6)
     assert pos_n.sum() == n and math.isclose(pos_sum.sum() / n, nll, rel_tol=1e-9)
 
-
-@pytest.mark.parametrize("name", sorted(ENCODINGS))
-def test_query_blocks_equal_one_square(name, monkeypatch):
-    """Scores no fused kernel forms are formed in query blocks (harness.attention.QUERY_BLOCK): the same logits as
-    one whole (Tq, Tk) square, for every encoding, with and without last= (Tq < Tk)."""
-    from harness import attention
-    net = model(name)
-    x = torch.randint(0, 256, (2, T), generator=torch.Generator().manual_seed(4))
-    with torch.no_grad():
-        whole = net(x)
-        monkeypatch.setattr(attention, "QUERY_BLOCK", 8)  # T = 40: five blocks, the last one short
-        torch.testing.assert_close(net(x), whole, rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(net(x, last=21), whole[:, -21:], rtol=1e-5, atol=1e-5)
