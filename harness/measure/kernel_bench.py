@@ -55,8 +55,7 @@ def kernel_fn(provider, mode, q, k, cos, sin, layout):
     from harness.rope.apply import apply_rotary_qk
     if provider in external_rope.BUILDERS:  # liger, flash_attn: called as their projects call them
         return external_rope.build(provider, mode, q, k, cos, sin, layout)
-    if provider == "triton_bthd":  # ours on the storage liger and flash-attn are given: (B, T, H, D) memory seen as
-        # (B, H, T, D), what q_proj(x).view(B, T, H, D).transpose(1, 2) and the model's fused qkv give
+    if provider == "triton_bthd":  # ours on liger's and flash-attn's storage: (B, T, H, D) memory seen as (B, H, T, D)
         q, k = (t.detach().transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k))
         provider = "triton"
     if provider == "compiled":
@@ -212,8 +211,7 @@ def check(path=BASELINE, runs=5, keys=None):
 def gpu_keys():
     """GPU baseline rows: every provider present, fwd and bwd, both layouts, bf16 and fp32, prefill_large."""
     from harness.measure import external_rope
-    providers = ["triton", "triton_bthd", "compiled", "complex", "eager",
-                 *(p for p in external_rope.BUILDERS if external_rope.available(p))]
+    providers = ["triton", "triton_bthd", "compiled", "complex", "eager", *filter(external_rope.available, external_rope.BUILDERS)]
     return [f"{p}/{m}/{lay}/{dt}/prefill_large" for p in providers for m in ("fwd", "bwd") for lay in ("half", "interleaved")
             for dt in ("bfloat16", "float32") if lay in external_rope.LAYOUTS.get(p, (lay,))]
 
