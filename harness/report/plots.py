@@ -190,5 +190,6 @@ def label_points(ax, xs, ys, labels, fontsize=8):
     ax.autoscale_view()
     texts = [ax.text(x, y, text, fontsize=fontsize) for x, y, text in zip(xs, ys, labels)]
     adjust_text(texts, x=np.asarray(xs, dtype=float), y=np.asarray(ys, dtype=float), ax=ax,
-                arrowprops=dict(arrowstyle="-", color="grey", lw=0.6))
+                arrowprops=dict(arrowstyle="-", color="grey", lw=0.6),
+                iter_lim=500)  # not its default 0.5 s time limit: a loaded machine then left labels overlapping
     return texts
