@@ -11,9 +11,9 @@ Vocabulary. `n` = number of seeds with a finite value (NaN/inf are dropped, neve
 (`Paired.significant`); one seed decides nothing (n < 2 gives NaN intervals and p-values, and a column
 measured on one seed cannot be separated from the best).
 
-Methods are scipy.stats' and statsmodels' (t, ttest_rel, permutation_test, bootstrap, kendalltau, Holm); written
+Methods are scipy.stats' and statsmodels' (t, ttest_rel, permutation_test, bootstrap, Holm); written
 here is only what neither has: seed tables, best-and-ties, SNR and the mean reciprocal rank."""
-import warnings
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,17 +51,6 @@ class Paired:
         return self.n >= 2 and not (self.lo <= 0 <= self.hi)  # NaN bounds compare False: never significant
 
 
-@dataclass(frozen=True)
-class Tau:
-    """Kendall tau-b between the variant orders of two seed tables, with a bootstrap CI."""
-    tau: float
-    lo: float
-    hi: float
-    n_variants: int
-    n_seeds_a: int
-    n_seeds_b: int
-
-
 def _check(given, valid, what="method"):
     """One clear ValueError naming what is wrong and the valid choices."""
     bad = [g for g in given if g not in list(valid)]
@@ -87,6 +76,14 @@ def _bootstrap(samples, statistic, n_boot, seed, level):
                                  confidence_level=level, method="percentile", rng=np.random.default_rng(seed))
 
 
+@functools.lru_cache(maxsize=256)
+def _t_quantiles(level, df):
+    """Student-t quantiles (1-level)/2 and (1+level)/2 at df, as scipy.stats.t.interval computes them; cached:
+    t.interval costs 0.3 ms a call, and a report asks for thousands of intervals of a few seeds each."""
+    a, b = scipy.stats.t.ppf([(1.0 - level) / 2, (1.0 + level) / 2], df)
+    return float(a), float(b)
+
+
 def interval(x, level=LEVEL, method="t", n_boot=10_000, seed=0) -> Interval:
     """Mean of per-seed values x with a Student-t or percentile-bootstrap CI (NaN/inf dropped)."""
     _check([method], INTERVAL_METHODS)
@@ -97,8 +94,10 @@ def interval(x, level=LEVEL, method="t", n_boot=10_000, seed=0) -> Interval:
     std = float(x.std(ddof=1))
     if np.abs(x - mean).max() <= 10 * np.finfo(float).eps * abs(mean):  # constant up to rounding (scipy's test):
         return Interval(n, mean, std, mean, mean)  # no t scale > 0, and every resample's mean is the mean
-    if method == "t":  # mean ± t_{(1+level)/2, n-1} s/√n
-        lo, hi = scipy.stats.t.interval(level, n - 1, loc=mean, scale=scipy.stats.sem(x))
+    if method == "t":  # mean ± t_{(1+level)/2, n-1} s/√n: scipy.stats.t.interval's own bits (a test holds them)
+        a, b = _t_quantiles(level, n - 1)
+        scale = std / np.sqrt(n)  # scipy.stats.sem(x)
+        lo, hi = a * scale + mean, b * scale + mean
     else:
         lo, hi = _bootstrap((x,), np.mean, n_boot, seed, level).confidence_interval
     return Interval(n, mean, std, float(lo), float(hi))
@@ -218,32 +217,6 @@ def snr(table) -> float:
         return NAN
     signal, noise = float(t.mean().var(ddof=1)), float(var.mean())
     return signal / noise if noise > 0 else (float("inf") if signal > 0 else NAN)
-
-
-def _tau_of_means(a, b, axis):
-    """Kendall tau-b between the column means of a and b: (k, n_boot, n_a), (k, n_boot, n_b) -> (n_boot,).
-    One kendalltau call per resample: its axis= needs scipy 1.16, which needs Python 3.11 (we support 3.10)."""
-    ma, mb = np.mean(a, axis=axis), np.mean(b, axis=axis)  # (k, n_boot) each
-    return np.array([scipy.stats.kendalltau(x, y).statistic for x, y in zip(ma.T, mb.T)])
-
-
-def kendall_tau(a, b, n_boot=2000, seed=0, level=LEVEL) -> Tau:
-    """Agreement of the variant orders of two budgets; CI resamples the seeds of a and b independently.
-    Uses the columns both have and, in each table, the seeds where all of them are finite."""
-    a, b = _finite_table(a), _finite_table(b)
-    cols = [c for c in a.columns if c in set(b.columns)]
-    xa, xb = (t[cols].dropna(axis=0, how="any").to_numpy() for t in (a, b))  # (n_seeds_a, k), (n_seeds_b, k)
-    na, nb, k = len(xa), len(xb), len(cols)
-    if k < 2 or na == 0 or nb == 0:
-        return Tau(NAN, NAN, NAN, k, na, nb)
-    tau = float(scipy.stats.kendalltau(xa.mean(axis=0), xb.mean(axis=0)).statistic)
-    if na < 2 or nb < 2:
-        return Tau(tau, NAN, NAN, k, na, nb)
-    with warnings.catch_warnings():  # a resample whose means all tie has no tau (NaN): nanquantile leaves it
-        warnings.simplefilter("ignore", scipy.stats.DegenerateDataWarning)  # out, so scipy's NaN interval is moot
-        dist = _bootstrap((xa, xb), _tau_of_means, n_boot, seed, level).bootstrap_distribution
-    lo, hi = np.nanquantile(dist, [(1 - level) / 2, (1 + level) / 2])
-    return Tau(tau, float(lo), float(hi), k, na, nb)
 
 
 def mean_reciprocal_rank(table, higher_is_better=True) -> pd.Series:

@@ -59,7 +59,10 @@ def log(run_dir, wandb_cfg, config_dict, run_id, group, rows, train_log, status)
             for r in train_log:
                 run.log({"train/loss": r["loss"], "train/lr": r["lr"], "train/tokens": r["tokens"]},
                         step=int(r["step"]))
-            table = wandb.Table(dataframe=rows.astype({"eval_len": "float64"}))
+            # from plain lists: Table(dataframe=) reads the frame cell by cell (0.27 s against 0.07 s for a run's
+            # ~400 rows); the same column types and values
+            frame = rows.astype({"eval_len": "float64"})
+            table = wandb.Table(columns=list(frame.columns), data=frame.values.tolist())
             ppl = rows[(rows.metric == "ppl") & (rows.protocol == "nonoverlapping")]
             ppl = ppl[~ppl.params.str.contains('"extension"')].sort_values("eval_len")
             log_dict = {"rows": table}
@@ -69,12 +72,12 @@ def log(run_dir, wandb_cfg, config_dict, run_id, group, rows, train_log, status)
                 log_dict["extrapolation"] = wandb.plot.line(xy, "eval_len", "ppl",
                                                             title=f"{run_id}: PPL vs eval length")
             run.log(log_dict)
-            run.summary["status"] = status["status"]
-            # extension and per-position rows live in the Table (one summary key per metric/protocol/length)
+            # extension and per-position rows live in the Table (one summary key per metric/protocol/length);
+            # one update: a summary key set alone is one message to W&B's service each
             base = rows[~rows.params.str.contains('"extension"') & (rows.metric != "nll_by_pos")]
-            for r in base.itertuples():
-                key = r.metric if pd.isna(r.eval_len) else f"{r.metric}/{r.protocol}/{int(r.eval_len)}"
-                run.summary[key] = r.value
+            run.summary.update({"status": status["status"], **{
+                r.metric if pd.isna(r.eval_len) else f"{r.metric}/{r.protocol}/{int(r.eval_len)}": r.value
+                for r in base.itertuples()}})
         finally:
             run.finish()
         return note
