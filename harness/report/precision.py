@@ -34,7 +34,8 @@ def run_pipelines(paths):
     for path in paths:
         for d in results.run_dirs(path):
             f = d / ".hydra" / "config.yaml"
-            spec = ((yaml.safe_load(f.read_text()) or {}).get("precision") or {}).get("pipeline") if f.exists() else None
+            cfg = yaml.load(f.read_text(), Loader=results.yaml_loader()) if f.exists() else None
+            spec = ((cfg or {}).get("precision") or {}).get("pipeline")
             if spec and spec["name"] not in pipeline_names():
                 found[spec["name"]] = Pipeline(**spec)
     return list(found.values())

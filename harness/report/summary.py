@@ -78,7 +78,7 @@ def _configs(paths, run_ids):
         for d in results.run_dirs(path):
             f = d / ".hydra" / "config.yaml"
             if d.name in want and f.exists():
-                out[want[d.name]] = yaml.safe_load(f.read_text())
+                out[want[d.name]] = yaml.load(f.read_text(), Loader=results.yaml_loader())
     return out
 
 
