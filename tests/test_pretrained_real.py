@@ -56,20 +56,57 @@ def test_bytes_of_the_scored_targets_are_the_texts_bytes(smollm2):
     assert (b0 >= 0).all() and torch.equal(w1, ids[1024:2048])
 
 
+ARGS = ("pretrained=smollm2", "wandb.mode=disabled", "threads=2")
+
+
 def _cli(tmp_path, *args):
+    """The real command line, in a subprocess."""
     import subprocess
     import sys
-    return subprocess.run([sys.executable, "-m", "harness", "pretrained=smollm2", "wandb.mode=disabled", "threads=2",
-                           f"out={tmp_path}", *args], capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "harness", *ARGS, f"out={tmp_path}", *args], capture_output=True,
+                          text=True, timeout=600)
 
 
-def test_cli_job_writes_paired_rows(tmp_path):
+def _cli_in_process(tmp_path, *args):
+    """The CLI's own entry point (harness.__main__.cli: validation, Hydra's main, the runner) in this process; exit
+    code 0 where it returns. Hydra's logging set-up is undone afterwards."""
+    import logging
+    import sys
+    from harness.__main__ import cli
+    argv = [*ARGS, f"out={tmp_path}", *args]
+    root = logging.getLogger()
+    handlers, level, before = root.handlers[:], root.level, sys.argv
+    sys.argv = ["harness", *argv]  # Hydra's main reads sys.argv
+    try:
+        cli(argv)
+        return 0
+    except SystemExit as e:
+        return e.code
+    finally:
+        sys.argv = before
+        for h in root.handlers[:]:
+            if h not in handlers:
+                root.removeHandler(h)
+                h.close()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def test_cli_job_writes_paired_rows(tmp_path, smollm2, monkeypatch):
     """One job end to end (Hydra -> runner -> study -> rows): two windows of 128 tokens, bits per byte at 64 and
-    128, transformers' own forward at 64 equal to the harness's."""
+    128, transformers' own forward at 64 equal to the harness's. In this process, with the module's model: the job's
+    checkpoint.load of the shipped file returns it (dequantizing the GGUF again in a subprocess took ~20 s); the
+    real command line in a subprocess is test_bad_input_is_one_line_before_any_work's."""
     import pandas as pd
     from harness import results
-    p = _cli(tmp_path, "pretrained.lens=[64,128]", "pretrained.windows=2", "pretrained.reference_len=64")
-    assert p.returncode == 0, p.stderr[-2000:]
+    loads = []
+
+    def load(path, dtype="float32"):
+        loads.append((path, dtype))
+        return smollm2
+    monkeypatch.setattr(checkpoint, "load", load)
+    rc = _cli_in_process(tmp_path, "pretrained.lens=[64,128]", "pretrained.windows=2", "pretrained.reference_len=64")
+    assert rc == 0 and loads == [(checkpoint.locate("smollm2"), "float32")]
     df = results.load(tmp_path)
     b = df[df.metric == "bpb"]
     assert sorted(b.seed.unique()) == [0, 1] and sorted(b.eval_len.unique()) == [64, 128]
@@ -79,9 +116,9 @@ def test_cli_job_writes_paired_rows(tmp_path):
     assert ours.equals(theirs) and (df.model == "SmolLM2-135M-Instruct-Q4_1").all()
 
 
-def test_bad_input_is_one_line_before_any_work(tmp_path):
-    p = _cli(tmp_path, "pretrained.extension=pi")
+def test_bad_input_is_one_line_before_any_work(tmp_path, capsys):
+    p = _cli(tmp_path, "pretrained.extension=pi")  # the real command line: one stderr line, no traceback
     assert p.returncode == 2 and "unknown pretrained.extension 'pi'" in p.stderr and "Traceback" not in p.stderr
-    p = _cli(tmp_path, "pretrained.path=/nonexistent/model.gguf")
-    assert p.returncode == 2 and "not an HF checkpoint directory or a .gguf file" in p.stderr
+    assert _cli_in_process(tmp_path, "pretrained.path=/nonexistent/model.gguf") == 2
+    assert "not an HF checkpoint directory or a .gguf file" in capsys.readouterr().err
     assert not any(tmp_path.rglob("rows.parquet"))
