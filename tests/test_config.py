@@ -147,8 +147,11 @@ def test_a_new_encoding_joins_every_all_encodings_sweep(preset, throwaway):
     expected = {job | {searchpath} for job in _expected(preset, AXES[preset])}
     assert f"encoding={name}" in {o for job in expected for o in job}
     assert _job_sets(argv) == expected
-    _, n_jobs = validate(argv)  # its jobs compose and validate, like every other encoding's
-    assert n_jobs == len(expected)
+    # its jobs compose and validate, like every other encoding's: the command line with the encoding axis set to it
+    # (validate checks each distinct job on its own; the other encodings' jobs of this preset are
+    # test_every_sweep_preset_composes_and_validates's, and validating them again here cost ~8 s a preset)
+    _, n_jobs = validate([*argv, f"encoding={name}"])
+    assert n_jobs == len([job for job in expected if f"encoding={name}" in job]) == len(AXES[preset]["seed"])
 
 
 @pytest.mark.parametrize("preset", sorted(p.stem for p in (Path(ROOT) / "conf" / "sweep").glob("*.yaml")))
@@ -226,18 +229,37 @@ def test_hf_rope_dicts_are_split_into_the_harness_keys():
     assert (legacy.encoding["rope_type"], legacy.encoding["scaling"]) == ("linear", {"factor": 2.0})
 
 
-def test_hf_names_the_harness_cannot_read_are_one_line_naming_its_keys():
+def _cli_in_process(capsys, monkeypatch, *argv):
+    """(exit code, stdout, stderr) of the CLI's entry point, harness.__main__.cli, run in this process on argv as
+    the console script gets it (sys.argv, which Hydra's main reads)."""
+    from harness.__main__ import cli
+    monkeypatch.setattr(sys, "argv", ["harness", *argv])
+    capsys.readouterr()
+    try:
+        cli()
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_hf_names_the_harness_cannot_read_are_one_line_naming_its_keys(capsys, monkeypatch):
     import subprocess
-    for argv, says in ((["encoding.rope_parameters=5"], "encoding.rope_parameters (HF's name) is read as "
-                        "encoding.rope_type, encoding.base, encoding.partial_rotary_factor and encoding.scaling"),
-                       (["encoding=alibi", "encoding.rope_theta=5"], "unknown key 'encoding.base'; valid keys in "
-                        "encoding: ['name'] (encoding.rope_theta, HF's name, is read as encoding.base")):
-        out = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=ROOT, capture_output=True, text=True,
-                             timeout=120)
-        assert out.returncode == 2 and out.stderr.count("\n") == 1 and says in out.stderr, out.stderr
-    shown = subprocess.run([sys.executable, "-m", "harness", "encoding.rope_theta=500000", "--cfg", "job"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=120)
-    assert shown.returncode == 0 and "base: 500000" in shown.stdout, shown.stderr  # what Hydra itself composes
+    cases = ((["encoding.rope_parameters=5"], "encoding.rope_parameters (HF's name) is read as "
+              "encoding.rope_type, encoding.base, encoding.partial_rotary_factor and encoding.scaling"),
+             (["encoding=alibi", "encoding.rope_theta=5"], "unknown key 'encoding.base'; valid keys in "
+              "encoding: ['name'] (encoding.rope_theta, HF's name, is read as encoding.base"))
+    # the first through the real command line (nothing else reaches its stderr), the rest through its entry point
+    argv, says = cases[0]
+    out = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and says in out.stderr, out.stderr
+    for argv, says in cases:
+        code, _, err = _cli_in_process(capsys, monkeypatch, *argv)
+        assert code == 2 and err.count("\n") == 1 and says in err, err
+    code, shown, err = _cli_in_process(capsys, monkeypatch, "encoding.rope_theta=500000", "--cfg", "job")
+    assert code in (0, None) and "base: 500000" in shown, err  # what Hydra itself composes
 
 
 def test_sweeps_start_their_longest_jobs_first(tmp_path, monkeypatch):
