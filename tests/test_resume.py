@@ -342,12 +342,18 @@ def test_the_run_dirs_named_before_launch_are_hydras(tmp_path):
 
 
 def test_a_file_where_a_run_dir_goes_is_refused_before_any_work(tmp_path):
-    first = cli(tmp_path, "encoding=rope")
-    (run,) = [d for d in (tmp_path / "out" / "sweeps" / "single").iterdir() if d.is_dir()]
-    shutil.rmtree(run)
+    # where the run dir goes, as the command line predicts it (that this is the dir Hydra makes is
+    # test_the_run_dirs_named_before_launch_are_hydras's), rather than running the sweep once to find it
+    from hydra import initialize_config_dir
+    from harness.config import overrides
+    with initialize_config_dir(config_dir=overrides.CONF, version_base="1.3"):
+        cfg, jobs = overrides.jobs_of(command(tmp_path, "encoding=rope")[3:])
+        (run,) = overrides.job_dirs(cfg, jobs, multirun=True)
+    assert run.parent == tmp_path / "out" / "sweeps" / "single"
+    run.parent.mkdir(parents=True)
     run.write_text("notes")
     p = cli(tmp_path, "encoding=rope")
-    assert first.returncode == 0 and p.returncode == 2 and p.stdout == ""
+    assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.strip() == (f"harness: error: run dir {run} is a file, not a directory: move it away, or "
                                 f"choose another out=")
 
