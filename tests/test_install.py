@@ -81,24 +81,26 @@ def test_wheel_runs_outside_the_checkout(tmp_path):
     assert {"passkey.yaml", "pystdlib_ppl.yaml", "_generate_template_yaml", "utils.py"} <= {
         p.name for p in Path(where[2]).iterdir()}
 
-    # the wheel's C kernel builds from its own sources (a fresh cache, so nothing comes from the checkout's)
-    built = run([py, "-c", "import os; os.environ['HARNESS_CACHE'] = os.getcwd() + '/cache'; "
-                           "from harness.rope import cpu; print(cpu.unavailable() or cpu.isa())"], cwd)
+    # One interpreter (torch and lm-eval imported once, not in two processes): the wheel's C kernel builds from its
+    # own sources (a fresh cache, so nothing comes from the checkout's), then the packaged tasks load:
+    # `include: _generate_template_yaml` and `!function utils.*` resolve there.
+    built, loaded = run([py, "-c", "import os; os.environ['HARNESS_CACHE'] = os.getcwd() + '/cache'; "
+                                   "from harness.rope import cpu; print(cpu.unavailable() or cpu.isa()); "
+                                   "print('-- tasks', flush=True); "
+                                   "from harness.lmeval.rows import TASKS_DIR; from lm_eval.tasks import TaskManager; "
+                                   "tm = TaskManager(include_path=str(TASKS_DIR), include_defaults=False); "
+                                   "print(sorted(tm.load(['copy', 'passkey'])['tasks']))"], cwd).split("-- tasks\n")
     from harness.rope import cpu
     assert built.strip() == (cpu.unavailable() or cpu.isa()), built  # as the checkout's kernel does here
+    assert loaded.strip().splitlines()[-1] == "['copy', 'passkey']"
 
     (cwd / "corpus.txt").write_text(CORPUS)
     bin_ = py.parent
     run([bin_ / "harness", f"task.corpus={cwd / 'corpus.txt'}", *JOB, f"out={tmp_path / 'out'}"], cwd)
     (rows,) = (tmp_path / "out" / "runs").glob("*/rows.parquet")
-    n = run([py, "-c", f"import pandas; print(len(pandas.read_parquet({str(rows)!r})))"], cwd)
-    assert int(n) > 0
+    import pandas
+    assert len(pandas.read_parquet(rows)) > 0
     # Hydra composed the job from the wheel's conf (hydra.runtime.config_sources names the dir)
     assert f"path: {where[1]}\n      schema: file" in (rows.parent / ".hydra" / "hydra.yaml").read_text()
 
     assert "validate" in run([bin_ / "harness-lm-eval", "--help"], cwd)
-    # the packaged tasks load: `include: _generate_template_yaml` and `!function utils.*` resolve there
-    loaded = run([py, "-c", "from harness.lmeval.rows import TASKS_DIR; from lm_eval.tasks import TaskManager; "
-                            "tm = TaskManager(include_path=str(TASKS_DIR), include_defaults=False); "
-                            "print(sorted(tm.load(['copy', 'passkey'])['tasks']))"], cwd)
-    assert loaded.strip().splitlines()[-1] == "['copy', 'passkey']"
