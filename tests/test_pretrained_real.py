@@ -21,8 +21,10 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def smollm2():
+    threads = torch.get_num_threads()
     torch.set_num_threads(2)
-    return checkpoint.load(checkpoint.locate("smollm2"))
+    yield checkpoint.load(checkpoint.locate("smollm2"))
+    torch.set_num_threads(threads)  # the CLI job's threads=2 too: the rest of this process keeps its own
 
 
 def test_real_model_is_llama_with_its_published_rope(smollm2):
