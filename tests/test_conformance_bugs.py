@@ -2,28 +2,12 @@
 an otherwise correct implementation is caught and named; the tolerance model (tolerance.py) passes correct code
 whose fp32 inv_freq is a few ulps off."""
 
-import functools
-
 import pytest
 import torch
 
-from conformance_kit import in_kernel_exp, knobs, rotary, ulps_off, with_inv, yarn_reversed
-from harness.conformance import bugs, golden, run
+from conformance_kit import in_kernel_exp, knobs, rotary, sampled, ulps_off, with_inv, yarn_reversed
+from harness.conformance import bugs, run
 from harness.rope.frequencies import frequencies
-
-
-@functools.cache
-def sampled():
-    """positions= for the runs here: "sampled". Under the positions convention the length-dependent types (dynamic,
-    longrope) are otherwise handed every position 0..L-1 (up to 131072 rows, about 1 s a case), of which only the
-    sampled rows are judged; the functions here read the length as max(positions) + 1, which the sampled positions
-    reach (checked here), and each output row depends only on its own position, so the judged rows, results and
-    bug names are the same bit for bit (measured: 60 + 12 + 18 rows). The dense hand-over itself is checked by
-    test_conformance_conventions.py::test_dense_positions_for_length_dependent_types, the unbroken planted
-    implementation (test_conformance.py) and the dense forgery of test_conformance_verdict.py."""
-    case_list, data = golden.load()
-    assert all(int(golden.case_arrays(data, c)["positions"].max()) == c["seq_len"] - 1 for c in case_list)
-    return "sampled"
 
 
 def _named(fn, types, **kw):
