@@ -1,6 +1,7 @@
 """The lm-eval entry points refuse ordinary mistakes in one stderr line (`harness.lmeval: error: ...`, exit 2)
 before any evaluation, changing nothing in the run dir; check_tasks is the one refusal of unknown task names;
 merging rows into an unreadable rows.parquet keeps the new rows and the old bytes."""
+import functools
 import io
 import json
 import os
@@ -98,7 +99,9 @@ def test_check_tasks_ours_without_lm_evals_index(monkeypatch):
     built = []
     real = rows.TaskManager
     monkeypatch.setattr(rows, "TaskManager", lambda **kw: built.append(kw["include_defaults"]) or real(**kw))
-    rows._index.cache_clear()  # first in this file: later cases fill the cache again
+    # an empty cache, as in a fresh process: a fresh one for this test, the process's own (which may hold lm-eval's
+    # whole index, 6-8 s to build, from tests run before) put back afterwards rather than cleared
+    monkeypatch.setattr(rows, "_index", functools.lru_cache(maxsize=2)(rows._index.__wrapped__))
     rows.check_tasks(["copy", "passkey", "pystdlib_ppl"])
     assert built == [False]  # tasks/ alone: lm-eval's ~15k configs are not indexed
 
