@@ -203,6 +203,7 @@ def run_job(cfg: Config, run_dir, run_id=None, progress=True, busy="wait"):
     if problem:
         print(f"failed {run_id}: {problem}")
         return {"status": "failed", "message": problem, "run_id": run_id}
+    threads = torch.get_num_threads()  # a job's threads=N is its own: the next job in this process starts as this did
     try:
         if distributed.world_size() > 1:  # torchrun: the ranks run one job together; no lock between them
             return _finished(run_dir, run_id, chash, cfg) or _run(cfg, run_dir, run_id, progress, chash)
@@ -221,6 +222,8 @@ def run_job(cfg: Config, run_dir, run_id=None, progress=True, busy="wait"):
     except runlock.Unusable as e:  # a .lock that appeared as a directory after results.unusable looked
         print(f"failed {run_id}: {e}")
         return {"status": "failed", "message": str(e), "run_id": run_id}
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _running(cfg, run_dir, run_id, chash):

@@ -104,6 +104,22 @@ def test_a_finished_run_is_rerun_when_its_corpus_file_changed(tmp_path, capsys):
     assert results.read_status(tmp_path / "run")["config_hash"] == results.config_hash(cfg)
 
 
+def test_a_jobs_thread_count_is_not_left_to_the_next_job_in_the_process(tmp_path, monkeypatch):
+    # a launcher running jobs in one process (basic, or a joblib worker): a job with threads unset must run with the
+    # process's threads, not those an earlier threads=N job set (its throughput rows would be at the wrong count)
+    before = torch.get_num_threads()
+    other = 2 if before == 1 else 1
+    seen, fit = [], train.fit
+    monkeypatch.setattr(runner.train, "fit", lambda *a, **k: (seen.append(torch.get_num_threads()), fit(*a, **k))[1])
+    try:
+        runner.run(tiny(tmp_path, threads=other, seed=1), tmp_path / "a", progress=False)
+        assert torch.get_num_threads() == before
+        runner.run(tiny(tmp_path, seed=2), tmp_path / "b", progress=False)  # threads unset: the process's own
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [other, before]
+
+
 def test_unfinished_run_is_restarted(tmp_path):
     results.write_json(tmp_path / "run" / results.STATUS, {"status": "running"})
     assert runner.run(tiny(tmp_path), tmp_path / "run", progress=False)["status"] == "ok"
