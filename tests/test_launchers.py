@@ -141,3 +141,20 @@ def test_ray_sweep_on_a_local_cluster_gives_the_joblib_rows(tmp_path, corpus, jo
     pytest.importorskip("hydra_plugins.hydra_ray_launcher", reason="needs the ray extra: pip install -e '.[ray]'")
     _, rows = sweep(tmp_path, corpus, "ray", "hydra/launcher=ray")  # address null: a local Ray cluster
     pd.testing.assert_frame_equal(rows, joblib_rows)
+
+
+def test_a_sweep_composes_each_distinct_job_once_before_launch(tmp_path, monkeypatch):
+    # harness.__main__.validate composes one job of each distinct config (seeds aside); Hydra's basic sweeper
+    # would compose all of them again in the same process before launching (Sweeper.validate_batch_is_legal)
+    from hydra.plugins.sweeper import Sweeper
+    from tests.tiny_runs import command
+    calls = []
+    monkeypatch.setattr(Sweeper, "validate_batch_is_legal", lambda self, batch: calls.append(len(batch)))
+    argv = command(tmp_path, "encoding=rope,alibi", "seed=0,1")[3:] + ["hydra/launcher=basic"]
+    monkeypatch.setattr(sys, "argv", ["harness", *argv])
+    cli.cli(argv)
+    assert calls == []  # not during the sweep ...
+    Sweeper.validate_batch_is_legal(None, [["x"]])
+    assert calls == [1]  # ... and Hydra's own check is back after it
+    made = [d for d in (tmp_path / "out" / "sweeps" / "single").iterdir() if d.is_dir()]
+    assert len(made) == 4 and all(results.read_status(d)["status"] == "ok" for d in made)
