@@ -73,3 +73,16 @@ def test_sliding_rows_equal_the_full_computation(name, protocol, stride):
     assert math.isclose(nll, want[0], rel_tol=1e-6) and math.isclose(far, want[1], rel_tol=1e-6)
     assert pos_n.sum() == n and math.isclose(pos_sum.sum() / n, nll, rel_tol=1e-9)
 
+
+
+def test_a_batch_holds_windows_that_score_from_one_position():
+    # the sliding protocol's first window scores all 32 of its tokens, the next ones their last 8: batched with
+    # them it would make lm_nll compute every position of the whole batch
+    tokens = torch.randint(0, 256, (400,), generator=torch.Generator().manual_seed(3))
+    windows = list(eval_windows(tokens, 32, protocol="sliding", stride=8, max_tokens=160))
+    batches = list(extrapolation._batches(windows, 4))
+    firsts = [[int(m.nonzero()[0]) for m in b[2]] for b in batches]
+    assert firsts[0] == [0] and all(f == [24] * len(f) for f in firsts[1:]) and max(map(len, firsts)) == 4
+    assert torch.equal(torch.cat([b[0] for b in batches]), torch.cat([w[0] for w in windows]))  # all, in order
+    nonoverlapping = list(eval_windows(tokens, 32, protocol="nonoverlapping", max_tokens=160))
+    assert [len(b[0]) for b in extrapolation._batches(nonoverlapping, 4)] == [4, 1]

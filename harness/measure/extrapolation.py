@@ -7,7 +7,6 @@ accuracy vs length; a generator that takes `depth` (passkey) is evaluated over (
 with `protocol` = "depth=<d>". A length the encoding cannot represent (learned table) is a NaN row
 whose params carry the reason, never a crash."""
 import inspect
-import inspect
 import math
 
 import torch
@@ -25,14 +24,25 @@ def nan_rows(metrics, eval_len, protocol, reason):
     return [_row(m, eval_len, protocol, math.nan, u, nan_reason=reason) for m, u in metrics]
 
 
+def _first_scored(mask):
+    """The first window position a (1, T) score mask scores (T when it scores none)."""
+    hit = mask[0].nonzero()
+    return int(hit[0]) if len(hit) else mask.shape[-1]
+
+
 def _batches(windows, batch_size):
-    """Group (x, y, mask) windows of equal length into (B, T) batches."""
-    buf = []
+    """Group consecutive (x, y, mask) windows of equal length into (B, T) batches of windows that score from the
+    same position: lm_nll computes a batch past the last block's keys and values from its first scored position
+    on, so the sliding protocol's first window (it scores all of its tokens) would make its whole batch a full
+    forward (16% of the sliding protocol's time at 512-1024 tokens, model=tiny)."""
+    buf, first = [], None
     for w in windows:
-        buf.append(w)
-        if len(buf) == batch_size:
+        f = _first_scored(w[2])
+        if buf and (len(buf) == batch_size or f != first):
             yield tuple(torch.cat(t) for t in zip(*buf))
             buf = []
+        buf.append(w)
+        first = f
     if buf:
         yield tuple(torch.cat(t) for t in zip(*buf))
 
