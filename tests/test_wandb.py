@@ -100,3 +100,19 @@ def test_a_sweep_ends_with_every_wandb_record_made(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     runs = [p.parent for p in (tmp_path / "out").rglob("status.json")]
     assert len(runs) == 2 and all(results.read_status(r)["wandb"] == "done" and wandb_files(r) for r in runs)
+
+
+def test_every_run_records_the_installed_packages_read_once(tmp_path, monkeypatch, tiny):
+    import importlib.metadata
+    import wandb.util
+    scans, real = [], wandb.util.working_set
+    monkeypatch.setattr(wandb.util, "working_set", lambda: scans.append(1) or real())  # put back after the test
+    for name in ("a", "b"):
+        status = runner.run(tiny(tmp_path, **{"wandb.mode": "offline"}), tmp_path / name, progress=False)
+        assert "wandb_error" not in status, status
+    assert len(scans) == 1  # W&B's own working_set reads every package's metadata at every init
+    want = sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions()
+                  if d.metadata["Name"])
+    for name in ("a", "b"):  # what W&B writes from the list: one line per distribution
+        (req,) = (tmp_path / name / "wandb_files").rglob("requirements.txt")
+        assert sorted(req.read_text().split()) == want

@@ -4,6 +4,7 @@ failure can never lose local results; the failure is returned and recorded in st
 Online mode first checks that the W&B server answers (PROBE_S, once per process): without a network,
 wandb.init would stall for about 95 s per run. When it does not answer, the run is logged offline
 into the run dir instead, and the returned line says so and how to upload it (`wandb sync`)."""
+import importlib
 import os
 import urllib.error
 import urllib.request
@@ -38,6 +39,21 @@ def _mode(mode):
     return ("offline", f"wandb online: {reason}; logged offline instead") if reason else ("online", None)
 
 
+def _packages_listed_once():
+    """W&B lists the installed distributions at every wandb.init (wandb.util.working_set, which parses every
+    package's metadata: 35% of the time of a run's record, made in the sweep's process while its jobs run). The
+    list is read once per process and handed to every later init unchanged: each run still records it."""
+    util = importlib.import_module("wandb.util")
+    if getattr(util.working_set, "harness_once", False):
+        return
+    listed = tuple(util.working_set())
+
+    def working_set():
+        return iter(listed)
+    working_set.harness_once = True
+    util.working_set = working_set
+
+
 def log(run_dir, wandb_cfg, config_dict, run_id, group, rows, train_log, status):
     """Log config, loss curve, final metrics, a Table of the rows and an extrapolation plot.
 
@@ -48,6 +64,7 @@ def log(run_dir, wandb_cfg, config_dict, run_id, group, rows, train_log, status)
     try:
         os.environ.setdefault("WANDB_SILENT", "true")
         import wandb
+        _packages_listed_once()
         wandb_dir = Path(run_dir) / "wandb_files"
         wandb_dir.mkdir(parents=True, exist_ok=True)
         if note:
