@@ -98,6 +98,31 @@ def test_report_precision_section_from_rows(run, tmp_path):
     assert list(tmp_path.glob("precision_kernel-*.parquet")) == cache
 
 
+def test_kernel_rows_made_in_a_second_process_are_the_ones_made_in_the_report(run, tmp_path):
+    # the report starts them in a spawned process (one torch thread, glibc's large blocks kept in the heap) while it
+    # makes the rest; the same rows, bit for bit, as the report's own process computes
+    from harness.report import precision as report_precision
+    paths = [run[0]]
+    report_precision.start_kernel_rows(paths, tmp_path / "a", max_len=256)
+    assert len(report_precision._started) == 1
+    background = report_precision.kernel_rows(paths, tmp_path / "a", max_len=256)
+    assert report_precision._started == {}  # waited for, and the process ended
+    here = report_precision.kernel_rows(paths, tmp_path / "b", max_len=256)
+    pd.testing.assert_frame_equal(background, here)
+    assert len(background) > 100 and background.value.notna().any()
+
+
+def test_kernel_rows_of_a_report_that_stops_are_not_left_computing(run, tmp_path):
+    from harness.report import precision as report_precision
+    report_precision.start_kernel_rows([run[0]], tmp_path, max_len=4096)
+    (pool, _), = report_precision._started.values()
+    workers = list(pool._pool)
+    assert workers and all(w.is_alive() for w in workers)
+    report_precision.stop_kernel_rows()
+    assert report_precision._started == {} and not any(w.is_alive() for w in workers)
+    assert not list(tmp_path.glob("precision_kernel-*"))  # nothing half written
+
+
 def test_the_bias_study_takes_the_encodings_whose_positions_are_a_bias_alone():
     """Shaw's bias reads q, and RoPE with a bias (rope_alibi, rope_bias) also rotates: both are left out.
     sigmoid_alibi is in: its normalizer is not softmax, but its positions are ALiBi's bias alone."""

@@ -18,14 +18,13 @@ from harness.report import budget as report_budget
 from harness.report import chomsky as report_chomsky
 from harness.report import confidence as report_confidence
 from harness.report import flex as report_flex
+from harness.report import throughput as report_throughput
 from harness.report import lmeval as report_lmeval
 from harness.report import longctx as report_longctx
-from harness.report import precision as report_precision
-from harness.report import summary as report_summary
+from harness.report import families, precision as report_precision, summary as report_summary
 from harness.infra import wandb_sink
 from harness.measure.precision_pipelines import MAX_LEN
 from harness.report.labels import prepare, variants
-from harness.report import families
 from harness.report.figures import fig_cost, fig_passkey, fig_training
 from harness.report.plots import fig_bars, fig_curves, save
 from harness.report.style import label
@@ -143,44 +142,6 @@ def task_section(task, all_t, df, train_lens, out, made, reference=None):
     return md
 
 
-def throughput_section(df, out, made):
-    md = ["## Throughput and memory\n"]
-    tp = df[df.metric.isin(["train_tokens_per_s", "eval_tokens_per_s", "peak_mem_bytes"])]
-    if tp.empty:
-        return md
-    tr = tp[tp.metric == "train_tokens_per_s"]
-    mem = tp[(tp.metric == "peak_mem_bytes") & (tp.protocol == "train")].assign(value=lambda d: d.value / MiB)
-    if len(tr):
-        save(fig_bars(stats.summarize(tr, "variant"), "train throughput (fwd+bwd+AdamW)",
-                      label("train_tokens_per_s")), out, "throughput.png", made)
-    if len(mem):
-        save(fig_bars(stats.summarize(mem, "variant"), "peak memory of one training step", label("peak_mem_bytes")),
-             out, "memory.png", made)
-
-    def by_len(train, ev):
-        """train rows in column 'train', eval rows by eval length (both directions are the same metric's)."""
-        d = pd.concat([train.assign(col="train"), ev.assign(col=ev.eval_len.astype(str))])
-        lens = sorted(ev.eval_len.dropna().unique())
-        return d, (["train"] if len(train) else []) + [str(L) for L in lens]
-
-    ev_tp = tp[(tp.metric == "eval_tokens_per_s") & tp.protocol.str.startswith("eval")]
-    ev_mem = tp[(tp.metric == "peak_mem_bytes") & tp.protocol.str.startswith("eval")].assign(
-        value=lambda d: d.value / MiB)
-    md += ["Wall-clock numbers from the machine that ran the sweep (two jobs in parallel, one thread each): "
-           "compare encodings within one sweep, not across machines.\n"]
-    d, order = by_len(tr, ev_tp)
-    if len(d):
-        md += [f"### Train tokens/s (at train length) and eval tokens/s (batch 1) by eval length\n",
-               *ci_table(d, "col", lower_is_better("train_tokens_per_s"), order)]
-        md += ["![throughput](throughput.png)\n"] if "throughput.png" in made else []
-    d, order = by_len(mem, ev_mem)
-    if len(d):
-        md += ["### Peak memory (MiB): one training step, and one eval forward by eval length\n",
-               *ci_table(d, "col", lower_is_better("peak_mem_bytes"), order)]
-        md += ["![memory](memory.png)\n"] if "memory.png" in made else []
-    return md
-
-
 def training_section(df, out, made, reference=None):
     loss = df[df.metric == "train_loss"]
     wall = df[df.metric == "train_wall_s"]
@@ -216,6 +177,7 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
     reference = pick_reference(df, reference)  # an unknown reference fails before any file is written
     report_flex.read(flex)  # so does a bad --flex file
     out.mkdir(parents=True, exist_ok=True)
+    report_precision.start(df, paths, out, kernel_max_len)  # in another process while the rest is made
     seeds = sorted(df.seed.dropna().unique())
     made, md = [], [f"# Positional-encoding benchmark report\n",
                     f"Sweeps: {', '.join(sorted(df.sweep.unique()))}; {df.run_id.nunique()} runs, {len(df)} rows; "
@@ -239,11 +201,12 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
     md += [chomsky] if chomsky else []
     md += report_budget.section(core, out, made)
     md += report_lmeval.section(df)
-    md += throughput_section(df, out, made)
-    md += report_precision.section(df, paths, out, made, md_table, kernel_max_len, reference)
+    md += report_throughput.section(df, out, made)
+    at = len(md)  # the precision section's place; made last, so that its kernel rows have longest to finish
     md += report_flex.section(flex, out, made)
     md += training_section(df, out, made, reference)
     md += report_pretrained.section(pretrained, raw, out, made) if len(pretrained) else []
+    md[at:at] = report_precision.section(df, paths, out, made, md_table, kernel_max_len, reference)
     nan = df[df.value.isna() & df.params.str.contains("nan_reason")]
     if not nan.empty:
         md += ["## Not measurable\n"] + sorted({f"- {r.variant} at {r.eval_len}: {json.loads(r.params)['nan_reason']}"
@@ -283,6 +246,8 @@ def main(argv=None):
         print("harness.report: interrupted; report.md is as it was (it is written whole or not at all)",
               file=sys.stderr)
         sys.exit(130)
+    finally:
+        report_precision.stop_kernel_rows()
     print(f"wrote {path}")
     err = log_summary(a.paths, path.parent, a.wandb)
     if err:

@@ -4,15 +4,19 @@
 Kernel rows (harness.measure.precision.precision_report_rows) do not depend on a run, so the report
 computes them once and caches them next to report.md as precision_kernel-<hash>.parquet (the hash covers
 the pipelines, max_len, the bias encodings, the per-layer members and the rows' fields; delete the file to
-recompute). The pipelines are every conf/precision preset plus any other pipeline a run named
+recompute). They take ~30 s of one core, so the report starts them in a second process and makes everything
+else meanwhile (a report of make sweep: 50 s -> 33 s on 2 cores). The pipelines are every conf/precision preset plus any other pipeline a run named
 (precision.pipeline in its .hydra/config.yaml)."""
 import hashlib
 import io
 import json
+import multiprocessing
+import os
 from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
+import torch
 import yaml
 
 from harness import results, stats
@@ -41,24 +45,76 @@ def run_pipelines(paths):
     return list(found.values())
 
 
-def kernel_rows(paths, out, max_len=MAX_LEN):
-    """The kernel-level rows as a DataFrame, computed once per sweep and cached in out (a cache of the same key
-    that an earlier report left in one of `paths`, the results themselves, is read too)."""
+def _cache(paths, out, max_len):
+    """(pipelines, the cache file in out, where else an earlier report may have left it)."""
     pipelines = [load_pipeline(n) for n in pipeline_names()] + run_pipelines(paths)
     fields = sorted(row("", 0, "", protocol="", dtype=""))  # a cache written with other fields is not read
     key = json.dumps([[asdict(p) for p in pipelines], max_len, bias_encodings(), members(), fields],
                      sort_keys=True)
     name = f"precision_kernel-{hashlib.sha256(key.encode()).hexdigest()[:10]}.parquet"
-    cache = Path(out) / name
-    for found in [cache] + [Path(p) / name for p in paths]:
-        if found.exists():
-            return pd.read_parquet(found)
+    return pipelines, Path(out) / name, [Path(out) / name] + [Path(p) / name for p in paths]
+
+
+def _compute(pipelines, max_len, cache, threads=None):
+    """The kernel-level rows written to cache (parquet, whole or not at all). The rows do not depend on the thread
+    count (1 and 2 threads give the same bits)."""
+    if threads:
+        torch.set_num_threads(threads)
     df = pd.DataFrame(precision_report_rows(pipelines=pipelines, max_len=max_len))
     df["eval_len"] = df["eval_len"].astype("Int64")
     buf = io.BytesIO()
     df.to_parquet(buf, index=False)
     results.atomic_write(cache, buf.getvalue())
-    return df
+
+
+# The kernel rows allocate fp64 tables of up to 131072 positions (64 MiB) again and again: above glibc's mmap
+# threshold (32 MiB at most) each one is fresh pages from the kernel. Kept in the heap, the rows take 21 s of one
+# core instead of 32 s (15 s of it in the kernel). The Makefile's BENCH_ENV sets the same for the benchmarks.
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456"
+_started = {}  # cache file -> (pool, AsyncResult): kernel rows a second process is computing for this report
+
+
+def start_kernel_rows(paths, out, max_len=MAX_LEN):
+    """Start the kernel-level rows in a second process (one torch thread) when no cache holds them: they take
+    ~30 s of one core, which the rest of the report (one core: tables, figures) leaves free. kernel_rows waits
+    for them; stop_kernel_rows ends the process when the report stops before."""
+    pipelines, cache, found = _cache(paths, out, max_len)
+    if cache in _started or any(f.exists() for f in found):
+        return
+    before = os.environ.get("GLIBC_TUNABLES")
+    os.environ["GLIBC_TUNABLES"] = MALLOC_TUNABLES  # what the spawned process starts with; ignored off glibc
+    try:
+        pool = multiprocessing.get_context("spawn").Pool(1)
+    finally:
+        os.environ.pop("GLIBC_TUNABLES") if before is None else os.environ.__setitem__("GLIBC_TUNABLES", before)
+    _started[cache] = pool, pool.apply_async(_compute, (pipelines, max_len, cache, 1))
+
+
+def stop_kernel_rows():
+    """End any kernel-rows process still running (the report failed or was interrupted before it needed them)."""
+    while _started:
+        pool, _ = _started.popitem()[1]
+        pool.terminate()
+        pool.join()
+
+
+def kernel_rows(paths, out, max_len=MAX_LEN):
+    """The kernel-level rows as a DataFrame, computed once per sweep and cached in out (a cache of the same key
+    that an earlier report left in one of `paths`, the results themselves, is read too); rows that
+    start_kernel_rows is computing are waited for (its process's error is raised here)."""
+    pipelines, cache, found = _cache(paths, out, max_len)
+    if cache in _started:
+        pool, pending = _started.pop(cache)
+        try:
+            pending.get()
+        finally:
+            pool.terminate()
+            pool.join()
+    for f in found:
+        if f.exists():
+            return pd.read_parquet(f)
+    _compute(pipelines, max_len, cache)
+    return pd.read_parquet(cache)
 
 
 def _meta(df):
@@ -151,18 +207,25 @@ def _safe_table(k, md_table):
     return md_table(pt, "{}")
 
 
+MODEL_METRICS = ("ppl_gap", "kl_fp32", "anchor_d", "anchor_d_logit")  # the section is there when runs have them
+
+
+def start(df, paths, out, kernel_max_len=MAX_LEN):
+    """start_kernel_rows when the section will show them (some run has model-level rows)."""
+    if df.metric.isin(MODEL_METRICS).any():
+        start_kernel_rows(paths, out, kernel_max_len)
+
+
 def section(df, paths, out, made, md_table, kernel_max_len=MAX_LEN, reference=None):
     """Markdown lines (and plots) of the precision section; [] when no run has model-level rows."""
-    model = df[df.metric.isin(["ppl_gap", "kl_fp32", "anchor_d", "anchor_d_logit"])].copy()
+    model = df[df.metric.isin(MODEL_METRICS)].copy()
     if model.empty:
         return []
     md = ["## Precision: FP16/BF16 against FP32\n",
           "Kernel level (RoPE pipelines and bias encodings, against fp64; computed once per sweep): "
           "'safe up to L' is the longest length whose every window stays within the bound "
           "(L+ = safe to the end of the grid).\n"]
-    k = kernel_rows(paths, out, kernel_max_len)
-    md += [_safe_table(k, md_table), ""]
-    _kernel_plots(k, out, made, md)
+    at = len(md)  # the kernel-level part goes here, made last: its rows may still be computing (start_kernel_rows)
     model["series"] = model.variant + " " + model.dtype + " " + model.protocol
     kl = model[model.metric == "kl_fp32"]
     kl = kl[kl.params.map(lambda p: json.loads(p)["seq_len"]) == kl.params.map(lambda p: json.loads(p)["seq_len"]).max()]
@@ -188,6 +251,9 @@ def section(df, paths, out, made, md_table, kernel_max_len=MAX_LEN, reference=No
             # one table row per series: the ci table's row key is the column named variant
             md += [f"### {title}\n", *ci_table(d.assign(variant=d.series), "eval_len",
                                                index_name="variant dtype protocol")]
+    k, kernel = kernel_rows(paths, out, kernel_max_len), []
+    _kernel_plots(k, out, made, kernel)
+    md[at:at] = [_safe_table(k, md_table), "", *kernel]
     return md
 
 
