@@ -99,14 +99,14 @@ def test_report_precision_section_from_rows(run, tmp_path):
 
 
 def test_kernel_rows_made_in_a_second_process_are_the_ones_made_in_the_report(run, tmp_path):
-    # the report starts them in a spawned process (one torch thread, glibc's large blocks kept in the heap) while it
+    # the report starts them in a second process (one torch thread, glibc's large blocks kept in the heap) while it
     # makes the rest; the same rows, bit for bit, as the report's own process computes
     from harness.report import precision as report_precision
     paths = [run[0]]
     report_precision.start_kernel_rows(paths, tmp_path / "a", max_len=256)
-    assert len(report_precision._started) == 1
+    (proc,) = report_precision._started.values()
     background = report_precision.kernel_rows(paths, tmp_path / "a", max_len=256)
-    assert report_precision._started == {}  # waited for, and the process ended
+    assert report_precision._started == {} and proc.returncode == 0  # waited for; it made them
     here = report_precision.kernel_rows(paths, tmp_path / "b", max_len=256)
     pd.testing.assert_frame_equal(background, here)
     assert len(background) > 100 and background.value.notna().any()
@@ -115,12 +115,19 @@ def test_kernel_rows_made_in_a_second_process_are_the_ones_made_in_the_report(ru
 def test_kernel_rows_of_a_report_that_stops_are_not_left_computing(run, tmp_path):
     from harness.report import precision as report_precision
     report_precision.start_kernel_rows([run[0]], tmp_path, max_len=4096)
-    (pool, _), = report_precision._started.values()
-    workers = list(pool._pool)
-    assert workers and all(w.is_alive() for w in workers)
+    (proc,) = report_precision._started.values()
+    assert proc.poll() is None
     report_precision.stop_kernel_rows()
-    assert report_precision._started == {} and not any(w.is_alive() for w in workers)
+    assert report_precision._started == {} and proc.poll() is not None
     assert not list(tmp_path.glob("precision_kernel-*"))  # nothing half written
+
+
+def test_kernel_rows_whose_second_process_failed_are_made_by_the_report(run, tmp_path, monkeypatch):
+    from harness.report import precision as report_precision
+    monkeypatch.setattr(report_precision.sys, "executable", "false")  # a process that exits 1 at once
+    report_precision.start_kernel_rows([run[0]], tmp_path, max_len=256)
+    k = report_precision.kernel_rows([run[0]], tmp_path, max_len=256)
+    assert len(k) > 100 and len(list(tmp_path.glob("precision_kernel-*.parquet"))) == 1
 
 
 def test_the_bias_study_takes_the_encodings_whose_positions_are_a_bias_alone():

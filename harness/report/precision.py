@@ -5,13 +5,14 @@ Kernel rows (harness.measure.precision.precision_report_rows) do not depend on a
 computes them once and caches them next to report.md as precision_kernel-<hash>.parquet (the hash covers
 the pipelines, max_len, the bias encodings, the per-layer members and the rows' fields; delete the file to
 recompute). They take ~30 s of one core, so the report starts them in a second process and makes everything
-else meanwhile (a report of make sweep: 50 s -> 33 s on 2 cores). The pipelines are every conf/precision preset plus any other pipeline a run named
+else meanwhile (the report of make sweep: 50 s -> 27 s on 2 cores). The pipelines are every conf/precision preset plus any other pipeline a run named
 (precision.pipeline in its .hydra/config.yaml)."""
 import hashlib
 import io
 import json
-import multiprocessing
 import os
+import subprocess
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -55,11 +56,9 @@ def _cache(paths, out, max_len):
     return pipelines, Path(out) / name, [Path(out) / name] + [Path(p) / name for p in paths]
 
 
-def _compute(pipelines, max_len, cache, threads=None):
+def _compute(pipelines, max_len, cache):
     """The kernel-level rows written to cache (parquet, whole or not at all). The rows do not depend on the thread
     count (1 and 2 threads give the same bits)."""
-    if threads:
-        torch.set_num_threads(threads)
     df = pd.DataFrame(precision_report_rows(pipelines=pipelines, max_len=max_len))
     df["eval_len"] = df["eval_len"].astype("Int64")
     buf = io.BytesIO()
@@ -67,49 +66,52 @@ def _compute(pipelines, max_len, cache, threads=None):
     results.atomic_write(cache, buf.getvalue())
 
 
+def second_process():
+    """What start_kernel_rows runs: `python -c "...second_process()" SPEC`, SPEC the JSON of its arguments (a command
+    line of its own rather than multiprocessing, which would import the caller's __main__ script again)."""
+    spec = json.loads(sys.argv[1])
+    torch.set_num_threads(1)  # the report's own process has the other core
+    _compute([Pipeline(**p) for p in spec["pipelines"]], spec["max_len"], Path(spec["cache"]))
+
+
 # The kernel rows allocate fp64 tables of up to 131072 positions (64 MiB) again and again: above glibc's mmap
 # threshold (32 MiB at most) each one is fresh pages from the kernel. Kept in the heap, the rows take 21 s of one
 # core instead of 32 s (15 s of it in the kernel). The Makefile's BENCH_ENV sets the same for the benchmarks.
 MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=268435456"
-_started = {}  # cache file -> (pool, AsyncResult): kernel rows a second process is computing for this report
+_started = {}  # cache file -> the process computing its kernel rows for this report (subprocess.Popen)
 
 
 def start_kernel_rows(paths, out, max_len=MAX_LEN):
     """Start the kernel-level rows in a second process (one torch thread) when no cache holds them: they take
-    ~30 s of one core, which the rest of the report (one core: tables, figures) leaves free. kernel_rows waits
+    ~20 s of one core, which the rest of the report (one core: tables, figures) leaves free. kernel_rows waits
     for them; stop_kernel_rows ends the process when the report stops before."""
     pipelines, cache, found = _cache(paths, out, max_len)
     if cache in _started or any(f.exists() for f in found):
         return
-    before = os.environ.get("GLIBC_TUNABLES")
-    os.environ["GLIBC_TUNABLES"] = MALLOC_TUNABLES  # what the spawned process starts with; ignored off glibc
-    try:
-        pool = multiprocessing.get_context("spawn").Pool(1)
-    finally:
-        os.environ.pop("GLIBC_TUNABLES") if before is None else os.environ.__setitem__("GLIBC_TUNABLES", before)
-    _started[cache] = pool, pool.apply_async(_compute, (pipelines, max_len, cache, 1))
+    spec = json.dumps({"pipelines": [asdict(p) for p in pipelines], "max_len": max_len, "cache": str(cache)})
+    code = "from harness.report.precision import second_process; second_process()"
+    # its output is not read: a process that fails leaves no cache, and kernel_rows then computes them here
+    _started[cache] = subprocess.Popen([sys.executable, "-c", code, spec], stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL,
+                                       env={**os.environ, "GLIBC_TUNABLES": MALLOC_TUNABLES})
 
 
 def stop_kernel_rows():
     """End any kernel-rows process still running (the report failed or was interrupted before it needed them)."""
     while _started:
-        pool, _ = _started.popitem()[1]
-        pool.terminate()
-        pool.join()
+        proc = _started.popitem()[1]
+        proc.kill()
+        proc.wait()
 
 
 def kernel_rows(paths, out, max_len=MAX_LEN):
     """The kernel-level rows as a DataFrame, computed once per sweep and cached in out (a cache of the same key
-    that an earlier report left in one of `paths`, the results themselves, is read too); rows that
-    start_kernel_rows is computing are waited for (its process's error is raised here)."""
+    that an earlier report left in one of `paths`, the results themselves, is read too). Rows that start_kernel_rows
+    is computing are waited for; if that process failed they are computed here, where its error (if it is one)
+    is raised as itself."""
     pipelines, cache, found = _cache(paths, out, max_len)
     if cache in _started:
-        pool, pending = _started.pop(cache)
-        try:
-            pending.get()
-        finally:
-            pool.terminate()
-            pool.join()
+        _started.pop(cache).wait()
     for f in found:
         if f.exists():
             return pd.read_parquet(f)
