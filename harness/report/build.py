@@ -26,9 +26,9 @@ from harness.infra import wandb_sink
 from harness.measure.precision_pipelines import MAX_LEN
 from harness.report.labels import prepare, variants
 from harness.report.figures import fig_cost, fig_passkey, fig_training
-from harness.report.plots import fig_bars, fig_curves, save
+from harness.report.plots import fig_curves, save
 from harness.report.style import label
-from harness.report.tables import (ci_table, lower_is_better, md_table, select,  # noqa: F401 - md_table: report_precision
+from harness.report.tables import (ci_table, md_table, select,  # noqa: F401 - md_table: report_precision
                                    table)
 
 MiB = 2 ** 20

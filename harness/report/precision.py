@@ -4,9 +4,9 @@
 Kernel rows (harness.measure.precision.precision_report_rows) do not depend on a run, so the report
 computes them once and caches them next to report.md as precision_kernel-<hash>.parquet (the hash covers
 the pipelines, max_len, the bias encodings, the per-layer members and the rows' fields; delete the file to
-recompute). They take ~30 s of one core, so the report starts them in a second process and makes everything
-else meanwhile (the report of make sweep: 50 s -> 27 s on 2 cores). The pipelines are every conf/precision preset plus any other pipeline a run named
-(precision.pipeline in its .hydra/config.yaml)."""
+recompute). They take ~20 s of one core, so the report starts them in a second process and makes everything
+else meanwhile (the report of make sweep: 50 s -> 27 s on 2 cores). The pipelines are every conf/precision
+preset plus any other pipeline a run named (precision.pipeline in its .hydra/config.yaml)."""
 import hashlib
 import io
 import json
