@@ -26,7 +26,7 @@ sys.exit(main(sys.argv[1:]))
 """
 # 2x the instructions: the C kernel built from a copy of csrc/ whose row loop runs every row's vector steps twice
 # (a second pass that reads from L1, so R barely moves while the work doubles), in a cache of its own, then the CLI
-MARKER = "    const int64_t j = INTER ? VINTER("
+MARKER = "      const int64_t j = INTER ? VINTER("
 PLANT_WORK = r"""
 import os, pathlib, shutil, sys, tempfile
 import harness.rope.cpu as cpu
@@ -37,7 +37,7 @@ body = tmp / "csrc" / "rope_body.h"
 text = body.read_text()
 if MARKER not in text:
     sys.exit("the plant's marker is gone from rope_body.h; update tests/gate_support.py")
-again = "    (void)(INTER ? VINTER(TAG, xr, yr, cr, sr, half, NEG, STREAM) : VHALF(TAG, xr, yr, cr, sr, half, NEG, STREAM)); \\\n"
+again = "      (void)(INTER ? VINTER(TAG, xk, yk, cr, sr, half, NEG, STREAM) : VHALF(TAG, xk, yk, cr, sr, half, NEG, STREAM)); \\\n"
 body.write_text(text.replace(MARKER, again + MARKER, 1))
 cpu.CSRC = tmp / "csrc"
 os.environ["HARNESS_CACHE"] = str(tmp / "cache")

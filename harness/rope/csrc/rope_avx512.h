@@ -30,7 +30,7 @@
 #define BF16x32(lo, hi) ((__m512i)_mm512_cvtne2ps_pbh(hi, lo))  /* 32 bf16: lo's 16, then hi's 16 */
 #define BF16x16(v) ((__m256i)_mm512_cvtneps_pbh(v))
 
-#define VSTEPS(T, T_IO)                                                                                   \
+#define VHALF_STEP(T, T_IO)                                                                                \
 static inline __attribute__((always_inline)) int64_t vhalf_##T##_avx512bf16(const T_IO *xr, T_IO *o,      \
     const float *cr, const float *sr, int64_t half, int neg, int stream) {                                \
   int64_t j = 0;                                                                                          \
@@ -41,9 +41,10 @@ static inline __attribute__((always_inline)) int64_t vhalf_##T##_avx512bf16(cons
     ST_##T(o + j, y, stream); ST_##T(o + half + j, z, stream);                                            \
   }                                                                                                       \
   return j;                                                                                               \
-}                                                                                                         \
-/* 16 pairs a step from two vectors of 8 pairs, split by shuffle_ps into a = (a0 a1 a8 a9 | a2 a3 a10 a11 | ..)  \
-   and b alike, the table permuted to match, and unpack lo/hi of y and z restore element order (as AVX2) */  \
+}
+/* fp32: 16 pairs a step from two vectors of 8 pairs, split by shuffle_ps into a = (a0 a1 a8 a9 | a2 a3 a10 a11 |
+   ..) and b alike, the table permuted to match, and unpack lo/hi of y and z restore element order (as AVX2) */
+#define VINTER_STEP(T, T_IO)                                                                                  \
 static inline __attribute__((always_inline)) int64_t vinter_##T##_avx512bf16(const T_IO *xr, T_IO *o,     \
     const float *cr, const float *sr, int64_t half, int neg, int stream) {                                \
   const __m512i order = _mm512_setr_epi32(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15);          \
@@ -60,8 +61,32 @@ static inline __attribute__((always_inline)) int64_t vinter_##T##_avx512bf16(con
   }                                                                                                       \
   return j;                                                                                               \
 }
-VSTEPS(f32, float)
-VSTEPS(f16, f16)
+VHALF_STEP(f32, float)
+VHALF_STEP(f16, f16)
+VINTER_STEP(f32, float)
+
+/* fp16, interleaved layout, 16 pairs a step: one vpermw gathers the 32 halves into a's 16 then b's 16 (each
+   converts in order, so the table needs no permute); y's and z's 16 halves go back in pair order with one
+   two-source vpermt2w, one 64-byte store */
+static inline __attribute__((always_inline)) int64_t vinter_f16_avx512bf16(const f16 *xr, f16 *o, const float *cr,
+    const float *sr, int64_t half, int neg, int stream) {
+  const __m512i split = _mm512_set_epi16(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1,
+                                         30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i zip = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6,
+                                       37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);  /* word 2i: y_i, 2i + 1: z_i */
+  int64_t j = 0;
+  for (const int64_t end = half - half % 16; j < end; j += 16) {
+    const __m512i x = _mm512_permutexvar_epi16(split, _mm512_loadu_si512((const void *)(xr + 2 * j)));
+    const __m512 a = _mm512_cvtph_ps(_mm512_castsi512_si256(x)), b = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(x, 1));
+    const __m512 c = _mm512_loadu_ps(cr + j), s = _mm512_loadu_ps(sr + j);
+    const __m512 y = Y16(a, b, c, s, neg), z = Z16(a, b, c, s, neg);
+    if (__builtin_expect(_mm512_cmp_ps_mask(y, z, _CMP_UNORD_Q) != 0, 0)) return j;
+    const __m512i yz = _mm512_permutex2var_epi16(_mm512_castsi256_si512(_mm512_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT)), zip,
+                                                 _mm512_castsi256_si512(_mm512_cvtps_ph(z, _MM_FROUND_TO_NEAREST_INT)));
+    ST512(o + 2 * j, yz, stream);
+  }
+  return j;
+}
 
 /* bf16, half layout: 32 pairs a step (two vectors each of a, b, c, s; one 64-byte store each of y and z),
    then one step of 16 pairs for a half row of 16 mod 32 */
@@ -106,7 +131,8 @@ static inline __attribute__((always_inline)) int64_t vinter_bf16_avx512bf16(cons
   }
   return j;
 }
-#undef VSTEPS
+#undef VHALF_STEP
+#undef VINTER_STEP
 #undef ST512
 #undef ST256
 #undef Y16

@@ -51,6 +51,19 @@ static inline uint16_t bf16_store(float f) {
 #define ID(v) (v)
 #define TO_F32(v) ((float)(v))
 #define TO_F16(v) ((f16)(v))
+/* The row loop (rope_body.h): LOCK (b, h) blocks in lockstep, every line of a row prefetched PF_BYTES ahead in
+   the order rows are done (#ifndef: an experiment may set them with -D). For 16-bit q and k the fp32 table rows
+   are twice the bytes of a row of q, read again for every block; in lockstep one read from L2 serves LOCK rows.
+   On an AMD EPYC (Zen 4 family, avx512bf16, 1 thread; paired median of 6 alternating rounds at the prefill shape
+   B4 H8 T2048 D64) LOCK 4 against one block at a time: R x1.13-1.24 for the bf16 keys, x1.03-1.10 fp16, x1.30-1.41
+   fp32; LOCK 8 was better for bf16 half (x1.19 against x1.06 in the same rounds) and worse for fp32 (x1.18 against
+   x1.44), 2 between; PF_BYTES 8192 or 16384 moved no key beyond the rounds' spread. */
+#ifndef LOCK
+#define LOCK 4
+#endif
+#ifndef PF_BYTES
+#define PF_BYTES 4096
+#endif
 /* Out-of-place outputs above this many bytes are streamed (non-temporal stores) where the level has them. */
 #define STREAM_MIN (1 << 22)
 #define CAT_(a, b) a##_##b
