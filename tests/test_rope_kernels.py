@@ -155,6 +155,29 @@ def test_in_place_is_explicit(impl):
         apply_rotary_qk(q, k, cos, sin, impl="eager", inplace=True)
 
 
+@on_cpu_only
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_cpu_outputs_sit_half_a_page_from_their_inputs(dtype):
+    """The cpu kernel's outputs (forward and backward) start 2 KiB from their input modulo 4 KiB, 64-byte aligned:
+    its (b, h) blocks run in lockstep only that far from 4K aliasing (harness/rope/csrc/rope_cpu.c, ALIAS_FAR)."""
+    cos, sin = tables(64, pos=torch.arange(48))
+    for shape in [(2, 5, 48, 64), (1, 1, 48, 64), (3, 48, 64)]:  # 4-d, one head, 3-d
+        q = randn(*shape, dtype=dtype, requires_grad=True)
+        k = randn(*shape, dtype=dtype, requires_grad=True)
+        oq, ok = apply_rotary_qk(q, k, cos, sin, impl="cpu")
+        dq, dk = torch.ones_like(oq), torch.ones_like(ok)  # the backward's inputs
+        gq, gk = torch.autograd.grad((oq, ok), (q, k), (dq, dk))
+        for x, y in ((q, oq), (k, ok), (dq, gq), (dk, gk)):
+            assert (y.data_ptr() - x.data_ptr()) % 4096 == 2048 and y.data_ptr() % 64 == 0, (shape, dtype)
+            assert y.shape == x.shape and y.dtype == x.dtype and y.is_contiguous()
+        check(oq, q.detach(), cos, sin, "half", "cpu")
+        check(ok, k.detach(), cos, sin, "half", "cpu")
+    # a strided input keeps its own layout (torch.empty_like), as before
+    x = randn(1, 48, 2, 64, dtype=dtype).transpose(1, 2)
+    out, _ = apply_rotary_qk(x, x, cos, sin, impl="cpu")
+    assert out.stride() == x.stride()
+
+
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("impl", [*(["cpu"] if DEVICE == "cpu" else []), "eager", "complex"])
 def test_gradcheck_fp64(impl, layout):

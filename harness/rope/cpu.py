@@ -242,6 +242,17 @@ def _kernel(dtype):
     return fn
 
 
+def empty_like(x):
+    """An uninitialised contiguous tensor shaped like x (contiguous) whose data start 2 KiB from x's modulo 4 KiB,
+    64-byte aligned: a view into a storage 4 KiB longer. The kernel runs (b, h) blocks in lockstep only where its
+    outputs are at least ALIAS_FAR bytes from its inputs modulo 4 KiB (csrc/rope_cpu.c: closer, loads wait on the
+    streaming stores of the same low address bits); torch's allocator puts them anywhere, often alike."""
+    e = x.element_size()
+    raw = torch.empty(x.numel() + 4096 // e, dtype=x.dtype, device=x.device)
+    skip = ((x.data_ptr() // 64 * 64 + 2048) - raw.data_ptr()) % 4096 // e
+    return raw[skip:skip + x.numel()].view(x.shape)
+
+
 def launch(xs, outs, cos, sin, *, interleaved, sign):
     """Fused-backend entry (see harness/rope/fused.py): xs, outs (B, H, T, D) views; cos, sin (T, R/2)."""
     if cos.stride() != sin.stride():  # one table stride is passed to C; tables are small

@@ -1,7 +1,8 @@
 """Front end shared by the fused kernels (`cpu`, `triton`): shapes, outputs, autograd, lazy registration.
 
-A backend is `launch(xs, outs, cos, sin, *, interleaved, sign)`: for each pair (x, out) it writes the
-rotation of x into out (out may be x: in place). x, out are (B, H, T, D) with any strides (no
+A backend is a module with `launch(xs, outs, cos, sin, *, interleaved, sign)`: for each pair (x, out) it writes
+the rotation of x into out (out may be x: in place); one with `empty_like(x)` allocates the outputs of contiguous
+inputs itself (cpu: away from its input's address modulo 4 KiB, which its row loop needs to run fast). x, out are (B, H, T, D) with any strides (no
 `.contiguous()` copies); cos, sin are (T, R/2) in the math dtype (fp32; fp64 for fp64 x), any T stride
 (0 = one position broadcast); sign = -1 rotates by -phase, which is the backward (R(-t) = R(t)^T).
 The triton backend handles q and k in one launch; `xs` holds one or two tensors.
@@ -22,7 +23,7 @@ BACKENDS = {"cpu": "harness.rope.cpu", "triton": "harness.rope.triton_rope"}
 
 
 def _backend(name):
-    return importlib.import_module(BACKENDS[name]).launch
+    return importlib.import_module(BACKENDS[name])
 
 
 def _as4d(t):
@@ -55,11 +56,17 @@ def table(cos, t, math_dtype):
     return c if c.stride(-1) == 1 else c.contiguous()  # the table is small; q/k are never copied
 
 
-def _run(launch, interleaved, sign, inplace, cos, sin, xs):
+def _empty_like(backend, x):
+    """A fresh output for x: the backend's own where it has one and x is contiguous, else like x (contiguous > 4-d)."""
+    if x.is_contiguous() and hasattr(backend, "empty_like"):
+        return backend.empty_like(x)
+    return torch.empty_like(x) if x.dim() <= 4 else torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def _run(backend, interleaved, sign, inplace, cos, sin, xs):
     """The outputs (xs themselves when inplace) after one launch."""
-    outs = xs if inplace else tuple(torch.empty_like(x) if x.dim() <= 4 else torch.empty(
-        x.shape, dtype=x.dtype, device=x.device) for x in xs)
-    launch(tuple(map(_as4d, xs)), tuple(map(_as4d, outs)), cos, sin, interleaved=interleaved, sign=sign)
+    outs = xs if inplace else tuple(_empty_like(backend, x) for x in xs)
+    backend.launch(tuple(map(_as4d, xs)), tuple(map(_as4d, outs)), cos, sin, interleaved=interleaved, sign=sign)
     return outs
 
 
@@ -67,11 +74,11 @@ class _Rotate(torch.autograd.Function):
     """outs = R(sign * phase) xs; backward applies R(-sign * phase) with the same kernel."""
 
     @staticmethod
-    def forward(ctx, launch, interleaved, sign, inplace, cos, sin, *xs):
-        outs = _run(launch, interleaved, sign, inplace, cos, sin, xs)
+    def forward(ctx, backend, interleaved, sign, inplace, cos, sin, *xs):
+        outs = _run(backend, interleaved, sign, inplace, cos, sin, xs)
         if inplace:
             ctx.mark_dirty(*xs)
-        ctx.launch, ctx.interleaved, ctx.sign = launch, interleaved, sign
+        ctx.backend, ctx.interleaved, ctx.sign = backend, interleaved, sign
         ctx.save_for_backward(cos, sin)
         return outs
 
@@ -79,9 +86,9 @@ class _Rotate(torch.autograd.Function):
     def backward(ctx, *grads):
         cos, sin = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph: the gradient is itself differentiable
-            gx = _Rotate.apply(ctx.launch, ctx.interleaved, -ctx.sign, False, cos, sin, *grads)
+            gx = _Rotate.apply(ctx.backend, ctx.interleaved, -ctx.sign, False, cos, sin, *grads)
         else:  # the usual backward: the kernel alone, without a second autograd node around it
-            gx = _run(ctx.launch, ctx.interleaved, -ctx.sign, False, cos, sin, grads)
+            gx = _run(ctx.backend, ctx.interleaved, -ctx.sign, False, cos, sin, grads)
         return (None, None, None, None, None, None, *gx)
 
 

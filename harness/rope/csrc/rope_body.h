@@ -56,13 +56,13 @@ static int64_t (*const FN(CAT(rows, TAG))[2][2][2][2])(const T_IO *, T_IO *, con
 static void FN(CAT(range, TAG))(const T_IO *x, T_IO *y, const T_MATH *c, const T_MATH *s, int64_t H,        \
                                 int64_t T, int64_t D, int64_t R, const int64_t *xs, const int64_t *ys,    \
                                 int64_t ct, int inter, T_MATH sign, int out_of_place, int stream,         \
-                                int64_t lo, int64_t hi) {                                                 \
+                                int lock, int64_t lo, int64_t hi) {                                       \
   const int64_t half = R / 2, p1 = inter ? 2 : 1, p2 = inter ? 1 : half;                                  \
   const int contig = xs[3] == 1 && ys[3] == 1, tail = out_of_place && R < D;                              \
   int64_t b = lo / (H * T), h = (lo / T) % H, t = lo % T;                                                 \
   for (int64_t i = lo; i < hi; t = 0) {                                                                   \
     const int64_t n = T - t < hi - i ? T - t : hi - i, whole = (hi - i) / T;                              \
-    const int64_t g = t == 0 && whole >= LOCK && H - h >= LOCK ? LOCK : 1;  /* LOCK whole blocks of one b */ \
+    const int64_t g = lock && t == 0 && whole >= LOCK && H - h >= LOCK ? LOCK : 1;  /* LOCK whole blocks of one b */ \
     int64_t (*const rows)(const T_IO *, T_IO *, const T_MATH *, const T_MATH *, int64_t, int64_t, int64_t, \
                           int64_t, int64_t, int64_t, int64_t, int64_t *) =                                \
         FN(CAT(rows, TAG))[g > 1][!!inter][!!stream][sign < 0];                                           \
@@ -118,14 +118,22 @@ void FN(CAT(rope, TAG))(const T_IO *x, T_IO *y, const T_MATH *c, const T_MATH *s
                      (ys[0] * w) % line == 0 && (ys[1] * w) % line == 0 && (ys[2] * w) % line == 0 &&     \
                      unit % line == 0 && rows * D * w > STREAM_MIN;                                       \
   const int nt = rows * D > 16384 && nthreads > 1 ? nthreads : 1;                                         \
+  /* lockstep only where no block's loads share their address mod 4 KiB with another's recent stores          \
+     (rope_cpu.c, ALIAS_FAR); every pair is tested, so the instructions do not depend on the addresses */      \
+  int lock = out_of_place;                                                                                \
+  for (int64_t k = 0; k < LOCK; k++)                                                                      \
+    for (int64_t kk = 0; kk < LOCK; kk++) {                                                               \
+      const uint64_t m = ((uintptr_t)(y + k * ys[1]) - (uintptr_t)(x + kk * xs[1])) % 4096;               \
+      lock &= m >= ALIAS_FAR && m <= 4096 - ALIAS_FAR;                                                    \
+    }                                                                                                     \
   if (nt == 1) {                                                                                          \
-    FN(CAT(range, TAG))(x, y, c, s, H, T, D, R, xs, ys, ct, interleaved, sign, out_of_place, stream, 0, rows); \
+    FN(CAT(range, TAG))(x, y, c, s, H, T, D, R, xs, ys, ct, interleaved, sign, out_of_place, stream, lock, 0, rows); \
     return;                                                                                               \
   }                                                                                                       \
   _Pragma("omp parallel num_threads(nt)")                                                                 \
   {                                                                                                       \
     const int64_t k = omp_get_num_threads(), id = omp_get_thread_num();                                   \
-    FN(CAT(range, TAG))(x, y, c, s, H, T, D, R, xs, ys, ct, interleaved, sign, out_of_place, stream,      \
+    FN(CAT(range, TAG))(x, y, c, s, H, T, D, R, xs, ys, ct, interleaved, sign, out_of_place, stream, lock, \
                         rows * id / k, rows * (id + 1) / k);                                              \
   }                                                                                                       \
 }

@@ -58,6 +58,14 @@ static inline uint16_t bf16_store(float f) {
    B4 H8 T2048 D64) LOCK 4 against one block at a time: R x1.13-1.24 for the bf16 keys, x1.03-1.10 fp16, x1.30-1.41
    fp32; LOCK 8 was better for bf16 half (x1.19 against x1.06 in the same rounds) and worse for fp32 (x1.18 against
    x1.44), 2 between; PF_BYTES 8192 or 16384 moved no key beyond the rounds' spread. */
+/* 4K aliasing: a load whose address matches a pending store's in its low 12 bits waits for it (the stores are
+   streaming, so many are pending). In lockstep, block k + 1 loads row t just after block k stored row t; with
+   contiguous blocks (strides a multiple of 4 KiB) those addresses differ by y - x alone. Lockstep runs only where
+   every block's output is at least ALIAS_FAR bytes from every block's input, modulo 4 KiB (in place never): same
+   AMD EPYC, fp16 interleaved forward, output at y - x = 0, 64, 256, 512, 4032 mod 4096: R 0.61-0.83; 768, 1024,
+   2048, 3072-3840: 0.82-1.01 (paired rounds). harness/rope/cpu.py places outputs it allocates 2 KiB from their
+   input. */
+#define ALIAS_FAR 1024
 #ifndef LOCK
 #define LOCK 4
 #endif
