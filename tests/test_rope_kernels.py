@@ -155,27 +155,52 @@ def test_in_place_is_explicit(impl):
         apply_rotary_qk(q, k, cos, sin, impl="eager", inplace=True)
 
 
+def _mod4k(a, b):
+    return (a.data_ptr() - b.data_ptr()) % 4096
+
+
 @on_cpu_only
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-def test_cpu_outputs_sit_half_a_page_from_their_inputs(dtype):
-    """The cpu kernel's outputs (forward and backward) start 2 KiB from their input modulo 4 KiB, 64-byte aligned:
-    its (b, h) blocks run in lockstep only that far from 4K aliasing (harness/rope/csrc/rope_cpu.c, ALIAS_FAR)."""
-    cos, sin = tables(64, pos=torch.arange(48))
-    for shape in [(2, 5, 48, 64), (1, 1, 48, 64), (3, 48, 64)]:  # 4-d, one head, 3-d
-        q = randn(*shape, dtype=dtype, requires_grad=True)
-        k = randn(*shape, dtype=dtype, requires_grad=True)
+def test_cpu_outputs_sit_away_from_inputs_modulo_4k(dtype):
+    """The cpu kernel's streamed outputs (over 4 MB; forward and backward) start 1-3 KiB from their input modulo
+    4 KiB, 64-byte aligned: its (b, h) blocks run in lockstep only that far from 4K aliasing
+    (harness/rope/csrc/rope_cpu.c, ALIAS_FAR). Smaller ones are torch's."""
+    from harness.rope import cpu
+    cos, sin = tables(64, pos=torch.arange(4096))
+    for shape in [(2, 5, 4096, 64), (10, 4096, 64)]:  # 4-d, 3-d; 5.2 MB in 16 bits
+        q, k = randn(*shape, dtype=dtype, requires_grad=True), randn(*shape, dtype=dtype, requires_grad=True)
         oq, ok = apply_rotary_qk(q, k, cos, sin, impl="cpu")
         dq, dk = torch.ones_like(oq), torch.ones_like(ok)  # the backward's inputs
         gq, gk = torch.autograd.grad((oq, ok), (q, k), (dq, dk))
         for x, y in ((q, oq), (k, ok), (dq, gq), (dk, gk)):
-            assert (y.data_ptr() - x.data_ptr()) % 4096 == 2048 and y.data_ptr() % 64 == 0, (shape, dtype)
+            assert 1024 <= _mod4k(y, x) <= 3072 and y.data_ptr() % 64 == 0, (shape, dtype)
             assert y.shape == x.shape and y.dtype == x.dtype and y.is_contiguous()
-        check(oq, q.detach(), cos, sin, "half", "cpu")
-        check(ok, k.detach(), cos, sin, "half", "cpu")
+        iq, ik = apply_rotary_qk(q.detach().clone(), k.detach().clone(), cos, sin, impl="cpu", inplace=True)
+        assert torch.equal(oq, iq) and torch.equal(ok, ik)  # lockstep gives the bits of one block at a time
     # a strided input keeps its own layout (torch.empty_like), as before
-    x = randn(1, 48, 2, 64, dtype=dtype).transpose(1, 2)
+    x = randn(1, 4096, 2, 64, dtype=dtype).transpose(1, 2)
     out, _ = apply_rotary_qk(x, x, cos, sin, impl="cpu")
     assert out.stride() == x.stride()
+    small = randn(1, 2, 4096, 64, dtype=dtype)
+    assert cpu.empty_like(small, (cos, sin)).untyped_storage().nbytes() == small.nbytes  # torch's own
+
+
+@on_cpu_only
+def test_cpu_outputs_keep_off_the_table_modulo_4k():
+    """Where the table sits where the output would (2 KiB from x modulo 4 KiB), the output moves: at least 512 B
+    from cos and sin, still 1-3 KiB from x."""
+    from harness.rope import cpu
+    x = torch.empty(5, 8192, 64, dtype=torch.bfloat16)  # 5 MiB: streamed
+    raw = torch.empty(3 * 4096 // 4, dtype=torch.float32)
+    for c_at, s_at in [(2048, 2048 + 1024), (2048, 2048 - 1024), (1536, 2560), (2048, 2048)]:
+        def placed(at):  # a float32 tensor starting `at` bytes past x modulo 4 KiB
+            skip = (x.data_ptr() + at - raw.data_ptr()) % 4096 // 4
+            return raw[skip:skip + 32]
+        c, s = placed(c_at), placed(s_at)
+        y = cpu.empty_like(x, (c, s))
+        assert 1024 <= _mod4k(y, x) <= 3072, (c_at, s_at)
+        away = min(min(m, 4096 - m) for m in (_mod4k(y, c), _mod4k(y, s)))
+        assert away >= 512, (c_at, s_at, _mod4k(y, x), away)
 
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])

@@ -19,6 +19,7 @@ back (apply.py).
 """
 import ctypes
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -242,15 +243,36 @@ def _kernel(dtype):
     return fn
 
 
-def empty_like(x):
-    """An uninitialised contiguous tensor shaped like x (contiguous) whose data start 2 KiB from x's modulo 4 KiB,
-    64-byte aligned: a view into a storage 4 KiB longer. The kernel runs (b, h) blocks in lockstep only where its
-    outputs are at least ALIAS_FAR bytes from its inputs modulo 4 KiB (csrc/rope_cpu.c: closer, loads wait on the
-    streaming stores of the same low address bits); torch's allocator puts them anywhere, often alike."""
-    e = x.element_size()
-    raw = torch.empty(x.numel() + 4096 // e, dtype=x.dtype, device=x.device)
-    skip = ((x.data_ptr() // 64 * 64 + 2048) - raw.data_ptr()) % 4096 // e
-    return raw[skip:skip + x.numel()].view(x.shape)
+STREAM_MIN = 1 << 22  # bytes: csrc/rope_cpu.c's STREAM_MIN, above which outputs are streamed
+
+
+@functools.lru_cache(maxsize=4096)
+def _spot(tables):
+    """Where an output starts, in bytes past its input modulo 4 KiB (1024-3072, a multiple of 64), given the table
+    tensors' starts in bytes past that input modulo 4 KiB: as far from them as can be. The best spot is opposite
+    a table or halfway between two (each way round); the candidates are those, kept inside 1-3 KiB."""
+    spots = [2048, *((p + 2048) % 4096 for p in tables)]
+    spots += [(u + v + w) // 2 % 4096 for u in spots[1:] for v in spots[1:] for w in (0, 4096)]
+
+    def away(d):  # the circular distance to the nearest table, then closeness to 2048
+        return min((min((d - p) % 4096, (p - d) % 4096) for p in tables), default=0), -abs(d - 2048)
+    return max((min(max(d // 64 * 64, 1024), 3072) for d in spots), key=away)
+
+
+def empty_like(x, table=()):
+    """An uninitialised contiguous tensor shaped like x (contiguous): a view into a storage 4 KiB longer, 64-byte
+    aligned, placed against 4K aliasing (a load whose address has the low 12 bits of a pending streaming store
+    waits for it; csrc/rope_cpu.c). Its data start 1-3 KiB from x's modulo 4 KiB (the kernel runs (b, h) blocks
+    in lockstep only there: ALIAS_FAR) and, within that, as far as can be from the table tensors' (cos, sin: with
+    16-bit q and k a table row and an output row have the same bytes, so one distance holds at every row; an
+    AMD EPYC read R x0.8-0.9 with a table within 128 B of the output). torch's allocator puts outputs anywhere.
+    Outputs of STREAM_MIN bytes or less are torch's own."""
+    e, n, base = x.element_size(), x.numel(), x.data_ptr() // 64 * 64
+    if n * e <= STREAM_MIN:  # not streamed: few stores pending, and a decode call is ~30 us (this costs ~6)
+        return torch.empty_like(x)
+    raw = torch.empty(n + 4096 // e, dtype=x.dtype, device=x.device)
+    skip = (base + _spot(tuple((t.data_ptr() - base) % 4096 for t in table)) - raw.data_ptr()) % 4096 // e
+    return raw[skip:skip + n].view(x.shape)
 
 
 def launch(xs, outs, cos, sin, *, interleaved, sign):

@@ -1,8 +1,8 @@
 """Front end shared by the fused kernels (`cpu`, `triton`): shapes, outputs, autograd, lazy registration.
 
 A backend is a module with `launch(xs, outs, cos, sin, *, interleaved, sign)`: for each pair (x, out) it writes
-the rotation of x into out (out may be x: in place); one with `empty_like(x)` allocates the outputs of contiguous
-inputs itself (cpu: away from its input's address modulo 4 KiB, which its row loop needs to run fast). x, out are (B, H, T, D) with any strides (no
+the rotation of x into out (out may be x: in place); one with `empty_like(x, table)` allocates the outputs of
+contiguous inputs itself (cpu: away from the input's and the table's addresses modulo 4 KiB, for its row loop). x, out are (B, H, T, D) with any strides (no
 `.contiguous()` copies); cos, sin are (T, R/2) in the math dtype (fp32; fp64 for fp64 x), any T stride
 (0 = one position broadcast); sign = -1 rotates by -phase, which is the backward (R(-t) = R(t)^T).
 The triton backend handles q and k in one launch; `xs` holds one or two tensors.
@@ -56,16 +56,17 @@ def table(cos, t, math_dtype):
     return c if c.stride(-1) == 1 else c.contiguous()  # the table is small; q/k are never copied
 
 
-def _empty_like(backend, x):
-    """A fresh output for x: the backend's own where it has one and x is contiguous, else like x (contiguous > 4-d)."""
+def _empty_like(backend, x, table):
+    """A fresh output for x: the backend's own where it has one and x is contiguous (placed against x and the
+    table, cpu), else like x (contiguous > 4-d)."""
     if x.is_contiguous() and hasattr(backend, "empty_like"):
-        return backend.empty_like(x)
+        return backend.empty_like(x, table)
     return torch.empty_like(x) if x.dim() <= 4 else torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 def _run(backend, interleaved, sign, inplace, cos, sin, xs):
     """The outputs (xs themselves when inplace) after one launch."""
-    outs = xs if inplace else tuple(_empty_like(backend, x) for x in xs)
+    outs = xs if inplace else tuple(_empty_like(backend, x, (cos, sin)) for x in xs)
     backend.launch(tuple(map(_as4d, xs)), tuple(map(_as4d, outs)), cos, sin, interleaved=interleaved, sign=sign)
     return outs
 

@@ -118,10 +118,11 @@ void FN(CAT(rope, TAG))(const T_IO *x, T_IO *y, const T_MATH *c, const T_MATH *s
                      (ys[0] * w) % line == 0 && (ys[1] * w) % line == 0 && (ys[2] * w) % line == 0 &&     \
                      unit % line == 0 && rows * D * w > STREAM_MIN;                                       \
   const int nt = rows * D > 16384 && nthreads > 1 ? nthreads : 1;                                         \
-  /* lockstep only where no block's loads share their address mod 4 KiB with another's recent stores          \
-     (rope_cpu.c, ALIAS_FAR); every pair is tested, so the instructions do not depend on the addresses */      \
+  /* lockstep out of place; past STREAM_MIN (many stores pending) only where no block's loads share their      \
+     address mod 4 KiB with another's recent stores (rope_cpu.c, ALIAS_FAR). Every pair is tested, and smaller    \
+     calls test none, so a shape's instructions do not depend on the addresses (the gate counts them). */     \
   int lock = out_of_place;                                                                                \
-  for (int64_t k = 0; k < LOCK; k++)                                                                      \
+  for (int64_t k = 0; k < LOCK && rows * D * w > STREAM_MIN; k++)                                         \
     for (int64_t kk = 0; kk < LOCK; kk++) {                                                               \
       const uint64_t m = ((uintptr_t)(y + k * ys[1]) - (uintptr_t)(x + kk * xs[1])) % 4096;               \
       lock &= m >= ALIAS_FAR && m <= 4096 - ALIAS_FAR;                                                    \

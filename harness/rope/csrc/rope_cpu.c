@@ -60,8 +60,9 @@ static inline uint16_t bf16_store(float f) {
    x1.44), 2 between; PF_BYTES 8192 or 16384 moved no key beyond the rounds' spread. */
 /* 4K aliasing: a load whose address matches a pending store's in its low 12 bits waits for it (the stores are
    streaming, so many are pending). In lockstep, block k + 1 loads row t just after block k stored row t; with
-   contiguous blocks (strides a multiple of 4 KiB) those addresses differ by y - x alone. Lockstep runs only where
-   every block's output is at least ALIAS_FAR bytes from every block's input, modulo 4 KiB (in place never): same
+   contiguous blocks (strides a multiple of 4 KiB) those addresses differ by y - x alone. Past STREAM_MIN, lockstep
+   runs only where every block's output is at least ALIAS_FAR bytes from every block's input, modulo 4 KiB (in
+   place never): same
    AMD EPYC, fp16 interleaved forward, output at y - x = 0, 64, 256, 512, 4032 mod 4096: R 0.61-0.83; 768, 1024,
    2048, 3072-3840: 0.82-1.01 (paired rounds). harness/rope/cpu.py places outputs it allocates 2 KiB from their
    input. */
