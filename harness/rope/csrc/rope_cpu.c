@@ -63,9 +63,9 @@ static inline uint16_t bf16_store(float f) {
    contiguous blocks (strides a multiple of 4 KiB) those addresses differ by y - x alone. Past STREAM_MIN, lockstep
    runs only where every block's output is at least ALIAS_FAR bytes from every block's input, modulo 4 KiB (in
    place never): same
-   AMD EPYC, fp16 interleaved forward, output at y - x = 0, 64, 256, 512, 4032 mod 4096: R 0.61-0.83; 768, 1024,
-   2048, 3072-3840: 0.82-1.01 (paired rounds). harness/rope/cpu.py places outputs it allocates 2 KiB from their
-   input. */
+   AMD EPYC, fp16 interleaved forward, output at y - x = 768-3840 mod 4096: R x1.22-1.49 against y - x = 0 (paired
+   rounds); at 64-512 and 4032: x0.93-1.20. harness/rope/cpu.py places the outputs it allocates 1-3 KiB from
+   their input (results/baselines/RUN.md). */
 #define ALIAS_FAR 1024
 #ifndef LOCK
 #define LOCK 4
