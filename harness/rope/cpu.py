@@ -21,6 +21,7 @@ import ctypes
 import errno
 import functools
 import hashlib
+import itertools
 import json
 import os
 import pathlib
@@ -251,8 +252,9 @@ def _spot(tables):
     """Where an output starts, in bytes past its input modulo 4 KiB (1024-3072, a multiple of 64), given the table
     tensors' starts in bytes past that input modulo 4 KiB: as far from them as can be. The best spot is opposite
     a table or halfway between two (each way round); the candidates are those, kept inside 1-3 KiB."""
-    spots = [2048, *((p + 2048) % 4096 for p in tables)]
-    spots += [(u + v + w) // 2 % 4096 for u in spots[1:] for v in spots[1:] for w in (0, 4096)]
+    opposite = [(p + 2048) % 4096 for p in tables]
+    halfway = ((u + v + w) // 2 % 4096 for u, v in itertools.combinations(opposite, 2) for w in (0, 4096))
+    spots = [2048, *opposite, *halfway]
 
     def away(d):  # the circular distance to the nearest table, then closeness to 2048
         return min((min((d - p) % 4096, (p - d) % 4096) for p in tables), default=0), -abs(d - 2048)
@@ -265,7 +267,8 @@ def empty_like(x, table=()):
     waits for it; csrc/rope_cpu.c). Its data start 1-3 KiB from x's modulo 4 KiB (the kernel runs (b, h) blocks
     in lockstep only there: ALIAS_FAR) and, within that, as far as can be from the table tensors' (cos, sin: with
     16-bit q and k a table row and an output row have the same bytes, so one distance holds at every row; an
-    AMD EPYC read R x0.8-0.9 with a table within 128 B of the output). torch's allocator puts outputs anywhere.
+    AMD EPYC read R x0.76-0.90 with cos within 128 B of the output, against 512-1024 B away). torch's allocator
+    puts outputs anywhere.
     Outputs of STREAM_MIN bytes or less are torch's own."""
     e, n, base = x.element_size(), x.numel(), x.data_ptr() // 64 * 64
     if n * e <= STREAM_MIN:  # not streamed: few stores pending, and a decode call is ~30 us (this costs ~6)

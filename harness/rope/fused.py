@@ -2,10 +2,10 @@
 
 A backend is a module with `launch(xs, outs, cos, sin, *, interleaved, sign)`: for each pair (x, out) it writes
 the rotation of x into out (out may be x: in place); one with `empty_like(x, table)` allocates the outputs of
-contiguous inputs itself (cpu: away from the input's and the table's addresses modulo 4 KiB, for its row loop). x, out are (B, H, T, D) with any strides (no
-`.contiguous()` copies); cos, sin are (T, R/2) in the math dtype (fp32; fp64 for fp64 x), any T stride
-(0 = one position broadcast); sign = -1 rotates by -phase, which is the backward (R(-t) = R(t)^T).
-The triton backend handles q and k in one launch; `xs` holds one or two tensors.
+contiguous inputs itself (cpu: away from the input's and the table's addresses modulo 4 KiB, for its row loop).
+x, out are (B, H, T, D) with any strides (no `.contiguous()` copies); cos, sin are (T, R/2) in the math dtype
+(fp32; fp64 for fp64 x), any T stride (0 = one position broadcast); sign = -1 rotates by -phase, which is the
+backward (R(-t) = R(t)^T). The triton backend handles q and k in one launch; `xs` holds one or two tensors.
 
 Aliasing: out-of-place by default (the caller's tensors are never written); `inplace=True` overwrites
 q and k and returns them (autograd marks them dirty). Gradients w.r.t. the table (learned frequencies,
