@@ -142,6 +142,37 @@ def test_gqa_one_kv_head_q_and_k_together(impl, layout):
 
 
 @pytest.mark.parametrize("impl", FUSED)
+def test_outputs_of_a_fused_qkv_keep_its_memory_order(impl):
+    """q, k sliced from a (B, T, 3, H, D) projection are not dense; their rotations come out dense in (B, T, H, D)
+    memory order, like v (torch.empty_like keeps a view's order of strides), not as (B, H, T, D) memory."""
+    cos, sin = tables(32)
+    qkv = randn(2, len(POS), 3, 5, 32, requires_grad=True)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (B, H, T, D)
+    rq, rk = apply_rotary_qk(q, k, cos, sin, impl=impl)
+    (gq,) = torch.autograd.grad(rq, qkv, torch.ones_like(rq))
+    dense = v.contiguous().transpose(1, 2).contiguous().transpose(1, 2).stride()  # (B, T, H, D) memory
+    for x, y in ((q, rq), (k, rk)):
+        check(y, x, cos, sin, "half", impl)
+        assert y.stride() == dense, (y.stride(), dense)
+    assert torch.equal(gq[:, :, 1:], torch.zeros_like(gq[:, :, 1:]))  # only q's slice gets a gradient
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="a CUDA stream sync; runs with HARNESS_TEST_DEVICE=cuda")
+def test_rope_table_copy_does_not_sync_the_stream():
+    """The CPU-made inv_freq reaches the GPU without a stream sync (a pageable .to() syncs): the GPU would idle."""
+    from harness import encodings
+    enc = encodings.build("rope", head_dim=32, d_model=64, n_heads=2)
+    pos = torch.arange(64)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        cos, sin = enc.table(pos.to(DEVICE))
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    want = rotary_table(frequencies("default", 32, 10000.0)[0], pos)  # the same fp32 maths on the CPU
+    assert torch.allclose(cos.cpu(), want[0], atol=1e-6) and torch.allclose(sin.cpu(), want[1], atol=1e-6)
+
+
+@pytest.mark.parametrize("impl", FUSED)
 def test_in_place_is_explicit(impl):
     """Out of place by default (inputs untouched); inplace=True returns the caller's tensors, rotated."""
     cos, sin = tables(32)

@@ -27,7 +27,7 @@ import torch
 
 from harness.encodings._base import Encoding
 from harness.tasks.positions import raster
-from harness.rope import frequencies, rotary_table
+from harness.rope import frequencies, rotary_table, to_device
 from harness.rope.apply import apply_rotary_qk, check_impl
 
 LAYOUTS = ("sections", "interleaved")
@@ -94,7 +94,7 @@ class MRoPE(Encoding):
 
     def _table(self, pos, dtype):
         work = torch.promote_types(torch.float32, dtype)
-        inv_freq = frequencies("default", self.head_dim, self.base)[0].to(pos.device, work)  # (D/2,)
+        inv_freq = to_device(frequencies("default", self.head_dim, self.base)[0], pos.device, work)  # (D/2,)
         cos, sin = rotary_table(inv_freq, self.coordinates(pos), dtype=work)  # (3, T, D/2): every axis, every pair
         pick = torch.tensor(self.axes, device=pos.device).expand(1, pos.numel(), -1)  # (1, T, D/2)
         return cos.gather(0, pick)[0], sin.gather(0, pick)[0]

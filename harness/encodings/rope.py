@@ -4,7 +4,7 @@ p-RoPE (`proportional`, arXiv 2410.06205). The rotated width is 2 * len(inv_freq
 import torch
 
 from harness.encodings._base import Encoding
-from harness.rope import LAYOUTS, frequencies, rotary_table
+from harness.rope import LAYOUTS, frequencies, rotary_table, to_device
 from harness.rope.frequencies import SEQ_LEN_TYPES
 from harness.rope.apply import apply_rotary_qk, check_impl
 
@@ -43,7 +43,7 @@ class Rope(Encoding):
         needs_len = self.rope_type in SEQ_LEN_TYPES and pos.numel()
         inv_freq, attention_factor = self.frequencies(int(pos.max()) + 1 if needs_len else None)
         work = torch.promote_types(inv_freq.dtype, dtype)
-        return rotary_table(inv_freq.to(pos.device, work), pos, attention_factor, dtype=work)
+        return rotary_table(to_device(inv_freq, pos.device, work), pos, attention_factor, dtype=work)
 
     def rotate(self, q, k, pos):
         cos, sin = self.table(pos, q.dtype)

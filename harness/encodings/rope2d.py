@@ -4,7 +4,7 @@ import torch
 
 from harness.encodings._base import Encoding
 from harness.tasks.positions import raster
-from harness.rope import LAYOUTS, frequencies, rotary_table
+from harness.rope import LAYOUTS, frequencies, rotary_table, to_device
 from harness.rope.apply import apply_rotary_qk, check_impl
 
 
@@ -34,7 +34,7 @@ class Rope2D(Encoding):
 
     def _table(self, pos, dtype):
         work = torch.promote_types(torch.float32, dtype)
-        inv_freq = frequencies("default", self.head_dim // 2, self.base)[0].to(pos.device, work)  # (D/4,)
+        inv_freq = to_device(frequencies("default", self.head_dim // 2, self.base)[0], pos.device, work)  # (D/4,)
         row, col = raster(pos, (self.width,))
         cr, sr = rotary_table(inv_freq, row, dtype=work)
         cc, sc = rotary_table(inv_freq, col, dtype=work)

@@ -26,6 +26,7 @@ import math
 import torch
 
 from harness.encodings.rope import Rope
+from harness.rope import to_device
 from harness.rope.frequencies import SEQ_LEN_TYPES
 
 NO_PERIOD = 2.0 ** 62  # stands in for an infinite wavelength: remainder by it leaves int64 positions unchanged
@@ -62,7 +63,7 @@ class RopeResonance(Rope):
         needs_len = self.rope_type in SEQ_LEN_TYPES and pos.numel()  # pos.max() is a device-to-host sync
         wavelength, attention_factor = self.wavelengths(int(pos.max()) + 1 if needs_len else None)
         work = torch.promote_types(torch.float32, dtype)
-        wavelength = wavelength.to(pos.device)
+        wavelength = to_device(wavelength, pos.device)
         period = wavelength.nan_to_num(posinf=NO_PERIOD).clamp(max=NO_PERIOD)  # (R/2,)
         period = period.to(pos.dtype) if pos.dtype.is_floating_point else period.long()
         reduced = torch.remainder(pos[:, None], period)  # (T, R/2), exact: integer, or fmod of floats

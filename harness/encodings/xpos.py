@@ -3,7 +3,7 @@ on k, so the score decays as zeta_j^((m-n)/scale_base); zeta_j = (2j/D + 0.4)/1.
 import torch
 
 from harness.encodings._base import Encoding
-from harness.rope import LAYOUTS, apply_rotary, frequencies, rotary_table
+from harness.rope import LAYOUTS, apply_rotary, frequencies, rotary_table, to_device
 from harness.rope.apply import check_impl
 
 
@@ -38,7 +38,7 @@ class XPos(Encoding):
     def _tables(self, pos, dtype):
         """cos, sin (T, D/2) scaled by zeta^(n/scale_base) for q, and by its inverse for k."""
         work = torch.promote_types(torch.float32, dtype)
-        inv_freq = frequencies("default", self.head_dim, self.base)[0].to(pos.device, work)  # (D/2,)
+        inv_freq = to_device(frequencies("default", self.head_dim, self.base)[0], pos.device, work)  # (D/2,)
         cos, sin = rotary_table(inv_freq, pos, dtype=work)  # (T, D/2)
         centred = (pos - pos.numel() // 2).to(work)
         scale = zeta(self.head_dim, pos.device, work) ** (centred[:, None] / self.scale_base)  # (T, D/2)

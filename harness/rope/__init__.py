@@ -8,10 +8,10 @@ import torch
 
 from harness.rope.apply import IMPLS, apply_rotary, apply_rotary_qk
 from harness.rope.frequencies import ROPE_INIT_FUNCTIONS, frequencies
-from harness.rope.rotation import LAYOUTS, rotary_table
+from harness.rope.rotation import LAYOUTS, rotary_table, to_device
 
 __all__ = ["IMPLS", "LAYOUTS", "ROPE_INIT_FUNCTIONS", "apply_rotary", "apply_rotary_qk", "decay_curve",
-           "frequencies", "rotary_table"]
+           "frequencies", "rotary_table", "to_device"]
 
 
 def decay_curve(head_dim, base, distances):
