@@ -26,6 +26,7 @@ from harness.rope.rotation import FORMULAS, LAYOUTS, rotary_table  # noqa: F401 
 FALLBACK = "eager"
 AUTO = ("auto", "fastest")
 _TOLD = []  # the fallback line is printed once per process
+_RESOLVED = {}  # device type -> what auto runs as there (resolved)
 
 
 def _kernel(name):
@@ -52,7 +53,8 @@ IMPLS = {**FORMULAS, "compiled": _compiled, "cpu": _kernel("cpu"), "triton": _ke
 
 def _cpu_reason():
     """None where the C kernel builds and loads here, else why not (one line; tried once per process)."""
-    return importlib.import_module("harness.rope.cpu").unavailable()
+    cpu = sys.modules.get("harness.rope.cpu") or importlib.import_module("harness.rope.cpu")  # (import_module: ~2 us)
+    return cpu.unavailable()
 
 
 def _require(name):
@@ -65,18 +67,26 @@ def _require(name):
 
 def resolved(impl, device):
     """The implementation `impl` runs as on `device`: `auto`/`fastest` resolved as `pick` resolves them for
-    a table without gradients; any other name is itself."""
+    a table without gradients; any other name is itself. Decided once per process and device type (whether the
+    C kernel loads is decided once per process): a decode step calls this for every layer."""
     if impl not in AUTO:
         return impl
-    device = torch.device(device)
-    if device.type == "cpu":
+    kind = device.type if isinstance(device, torch.device) else torch.device(device).type
+    name = _RESOLVED.get(kind)
+    if name is None:
+        name = _RESOLVED[kind] = _resolve(kind)
+    return name
+
+
+def _resolve(kind):
+    if kind == "cpu":
         reason = _cpu_reason()
         if reason and not _TOLD:
             _TOLD.append(reason)
             print(f"harness.rope: impl='auto' uses {FALLBACK!r} on this CPU, not the C kernel 'cpu': {reason}",
                   file=sys.stderr, flush=True)
         return FALLBACK if reason else "cpu"
-    if device.type == "cuda" and importlib.util.find_spec("triton") is not None:
+    if kind == "cuda" and importlib.util.find_spec("triton") is not None:
         return "triton"
     return "eager"
 
@@ -118,7 +128,8 @@ def apply_rotary_qk(q, k, cos, sin, layout="half", *, impl="auto", inplace=False
     """Rotate q (B, Hq, T, D) and k (B, Hk, T, D) together (GQA: Hk may be 1); one launch on triton."""
     name = pick(q, cos, sin) if impl in AUTO else impl
     if name in BACKENDS:
-        _require(name)
+        if impl not in AUTO:  # auto picks a kernel only where it runs
+            _require(name)
         return rotate(name, (q, k), cos, sin, layout, inplace=inplace)
     if inplace:
         raise ValueError(f"inplace=True needs a fused impl, one of {list(BACKENDS)}; got {impl!r}")

@@ -282,13 +282,17 @@ def launch(xs, outs, cos, sin, *, interleaved, sign):
     """Fused-backend entry (see harness/rope/fused.py): xs, outs (B, H, T, D) views; cos, sin (T, R/2)."""
     if cos.stride() != sin.stride():  # one table stride is passed to C; tables are small
         cos, sin = cos.contiguous(), sin.contiguous()
-    strides = ctypes.c_int64 * 4
+    table = (cos.data_ptr(), sin.data_ptr())
     for x, out in zip(xs, outs):
         if x.device.type != "cpu" or x.dtype not in SYMBOLS:
             raise ValueError(f"the cpu rope kernel takes CPU tensors of dtype {list(SYMBOLS)}; "
                              f"got {x.device} {x.dtype}")
-        b, h, t, d = x.shape
         xp, yp = x.data_ptr(), out.data_ptr()
-        _kernel(x.dtype)(xp, yp, cos.data_ptr(), sin.data_ptr(), b, h, t, d, 2 * cos.shape[-1], strides(*x.stride()),
-                         strides(*out.stride()), cos.stride(0), int(interleaved), sign, int(yp != xp),
-                         torch.get_num_threads())
+        _kernel(x.dtype)(xp, yp, *table, *x.shape, 2 * cos.shape[-1], _strides(x.stride()), _strides(out.stride()),
+                         cos.stride(0), int(interleaved), sign, int(yp != xp), torch.get_num_threads())
+
+
+@functools.lru_cache(maxsize=256)
+def _strides(strides):
+    """A stride tuple as C's int64[4] (read only by C, so one array serves every call with these strides)."""
+    return (ctypes.c_int64 * 4)(*strides)

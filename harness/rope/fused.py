@@ -23,7 +23,14 @@ BACKENDS = {"cpu": "harness.rope.cpu", "triton": "harness.rope.triton_rope"}
 
 
 def _backend(name):
-    return importlib.import_module(BACKENDS[name])
+    """The backend's module, imported at its first call (import_module alone costs a decode call ~2 us)."""
+    module = _LOADED.get(name)
+    if module is None:
+        module = _LOADED[name] = importlib.import_module(BACKENDS[name])
+    return module
+
+
+_LOADED = {}
 
 
 def _as4d(t):
