@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from harness import results
+from harness.results import files
 from harness.measure import memory
 
 SCHEMA = ("run_id, sweep, encoding, params, model, d_model, n_layers, n_heads, head_dim, task, train_len, metric, "
@@ -69,12 +70,12 @@ def test_result_files_get_the_umask_mode_not_0600(tmp_path):
     # mkstemp creates 0600 files; a team sharing out= needs the mode open() would give: 0666 & ~umask
     old = os.umask(0o022)
     try:
-        results.UMASK = 0o022
+        files.UMASK = 0o022  # atomic_write reads it where it is defined
         results.write_json(tmp_path / results.STATUS, {"status": "ok"})
         results.write_rows(tmp_path, _rows("a"))
     finally:
         os.umask(old)
-        results.UMASK = results._umask()
+        files.UMASK = files._umask()
     for f in (results.STATUS, results.ROWS):
         assert stat.S_IMODE((tmp_path / f).stat().st_mode) == 0o644, f
 

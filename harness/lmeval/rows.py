@@ -1,5 +1,5 @@
-"""lm-eval tasks as harness rows (the row schema: harness/results.py): `evaluate(run_dir, tasks)` for a finished run,
-and `rows_for_model(model, cfg, tasks)` for the runner right after training; `check_tasks(names)` refuses unknown
+"""lm-eval tasks as harness rows (the row schema: harness/results/files.py): `evaluate(run_dir, tasks)` for a finished
+run, and `rows_for_model(model, cfg, tasks)` for the runner right after training; `check_tasks(names)` refuses unknown
 task names (the runner calls it before training).
 
 Rows: metric `<task>/<metric>` (a filter other than lm-eval's `none` is appended: `<task>/<metric>/<filter>`),

@@ -1,6 +1,6 @@
 """Kernel-level precision study of RoPE against an fp64 reference, as tidy rows.
 
-Row conventions (the run rows' columns, harness/results.py, where they apply; the runner adds run_id,
+Row conventions (the run rows' columns, harness/results/, where they apply; the runner adds run_id,
 sweep, torch, git_sha, time):
 - `pipeline` is the pipeline name (conf/precision/<name>.yaml) on the rows of a RoPE precision pipeline
   and None on every other row: it, not the encoding, tells the pipeline rows apart (their `encoding` is
