@@ -17,6 +17,7 @@ from harness import results, tasks, train
 from harness.infra import distributed
 from harness.infra import runlock
 from harness.infra import wandb_sink
+from harness.results import resume
 from harness.config import Config, protocol_list, to_dict
 from harness.measure import attention, cost, decode_bench, effective_length, extension, extrapolation, memory
 from harness.measure import precision_model, throughput
@@ -122,50 +123,6 @@ def _check_device(cfg: Config):
                          f"use device=cpu")
 
 
-def _stale(status, chash, code):
-    """Why a finished run's rows do not come from this config and this code (one phrase), or None."""
-    recorded = status.get("config_hash", chash)  # a status without one is caught by its missing code hash
-    if recorded != chash:
-        return f"its resolved config changed since it ran (config hash {recorded} -> {chash})"
-    if "code_hash" not in status:
-        return ("it ran before runs recorded their code (no code hash in its status.json), so its rows may come "
-                "from other code")
-    if status["code_hash"] != code:
-        return (f"the harness code changed since it ran (code hash {status['code_hash']} -> {code}: an edit under "
-                f"harness/ that its config does not show)")
-    return None
-
-
-def _finished(run_dir, run_id, chash, cfg):
-    """The status of a whole finished run made by this config and this code (resume skips it, first logging it
-    to W&B if a kill interrupted that), else None, saying in one line why a finished run, or a run dir whose
-    files do not read back whole (results.check_run), is run again."""
-    status, problem = results.check_run(run_dir)
-    if problem:
-        print(f"rerun {run_id}: {problem}; the run is computed again")
-        return None
-    if status is None or status["status"] not in results.FINISHED:
-        return None
-    other = str(status.get("run_id", "")).rpartition("/")[0]
-    if status.get("config_hash", chash) != chash and other and other != cfg.sweep:
-        # another sweep's run, with another config (two sweeps pointed at one hydra.sweep.dir, started together:
-        # harness.__main__ refuses this before any work when the first one has finished)
-        line = (f"{run_dir} holds a finished run of sweep {other!r} made with another config; sweep {cfg.sweep!r} "
-                f"does not replace its rows: give it its own hydra.sweep.dir (or out=)")
-        print(f"failed {run_id}: {line}")
-        return {"status": "failed", "message": line, "run_id": run_id}
-    why = _stale(status, chash, results.run_code_hash(cfg))
-    if why:
-        print(f"rerun {run_id}: {why}; its rows are replaced")
-        return None
-    problem = results.checkpoint_of(run_dir, cfg)
-    if problem:
-        print(f"rerun {run_id}: {problem}; the run is computed again")
-        return None
-    print(f"skip {run_id}: finished ({status['status']}) rows exist in {run_dir}")
-    return status
-
-
 def _cannot_write(run_dir, run_id, e: OSError):
     """A run file could not be written (a full disk, a directory made read-only): one line; the run's status
     says failed where that can still be written, else stays `running`: either way not finished, and
@@ -206,7 +163,7 @@ def run_job(cfg: Config, run_dir, run_id=None, progress=True, busy="wait"):
     threads = torch.get_num_threads()  # a job's threads=N is its own: the next job in this process starts as this did
     try:
         if distributed.world_size() > 1:  # torchrun: the ranks run one job together; no lock between them
-            return _finished(run_dir, run_id, chash, cfg) or _run(cfg, run_dir, run_id, progress, chash)
+            return resume.skip(run_dir, run_id, chash, cfg) or _run(cfg, run_dir, run_id, progress, chash)
         while (lock := runlock.claim(run_dir)) is None:
             if busy == "skip":
                 print(f"busy {run_id}: being computed by {runlock.describe(runlock.holder(run_dir) or {})}; "
@@ -216,7 +173,7 @@ def run_job(cfg: Config, run_dir, run_id=None, progress=True, busy="wait"):
         with lock:
             results.clean_temp(run_dir)  # temp files of writes killed half-way; no one else writes here now
             job = _run if cfg.pretrained is None else _run_pretrained
-            return _finished(run_dir, run_id, chash, cfg) or job(cfg, run_dir, run_id, progress, chash)
+            return resume.skip(run_dir, run_id, chash, cfg) or job(cfg, run_dir, run_id, progress, chash)
     except OSError as e:  # the lock or a run file could not be written
         return _cannot_write(run_dir, run_id, e)
     except runlock.Unusable as e:  # a .lock that appeared as a directory after results.unusable looked
