@@ -188,7 +188,8 @@ def table(df):
     (digit runs by value), then by length as a number."""
     cols = ["metric", "eval_len", "protocol", "value", "unit"]
     key = {"metric": natural, "protocol": natural, "eval_len": lambda L: (pd.isna(L), 0 if pd.isna(L) else int(L))}
-    order = sorted(range(len(df)), key=lambda i: tuple(key[c](df[c].iloc[i]) for c in ("metric", "protocol", "eval_len")))
+    order = sorted(range(len(df)),
+                   key=lambda i: tuple(key[c](df[c].iloc[i]) for c in ("metric", "protocol", "eval_len")))
     return df[cols].iloc[order].reset_index(drop=True)
 
 
