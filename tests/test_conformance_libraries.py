@@ -22,6 +22,7 @@ FAKED = {
     "llama-models": (["llama_models"], ["default"], {}),
     "llama-models-apply": (["llama_models"], ["llama3", "yarn"], {}),
     "mlx": (["mlx"], ["default", "linear"], {"array": "torch"}),
+    "mlx-traditional": (["mlx"], ["default", "linear"], {"array": "torch"}),
     "gemma": (["gemma"], ["default", "proportional"], {"array": "torch"}),
     "timm": (["timm"], ["default"], {}),
 }

@@ -49,7 +49,8 @@ _ENTRIES = (
             _A + "megatron:rope", {"convention": "positions", "qk_layout": "sbhd"}, ("default", "linear", "llama3",
                                                                                      "yarn"),
             "RotaryEmbedding (seq_len_interpolation_factor, rope_scaling), YarnRotaryEmbedding, then the "
-            "pure-PyTorch _apply_rotary_pos_emb_bshd on [s, b, h, d]; both pairings; partial via rotary_percent"),
+            "pure-PyTorch _apply_rotary_pos_emb_bshd on [s, b, h, d]; half pairs (its rotary_interleaved is not "
+            "checked); partial via rotary_percent"),
     Library("megatron-core-apply", "megatron-core", "megatron.core.models.common.embeddings.rope_utils",
             _A + "megatron:apply", {"convention": "angles", "qk_layout": "sbhd"}, ROPE_TYPES,
             "_apply_rotary_pos_emb_bshd(t, freqs) alone: full-width angles [s, 1, 1, R], any table"),
@@ -84,8 +85,11 @@ _ENTRIES = (
             "llama_models.llama3.model:apply_rotary_emb", {"convention": "complex"}, ROPE_TYPES,
             "apply_rotary_emb(xq, xk, freqs_cis) alone, any table"),
     Library("mlx", "mlx", "mlx.core", _A + "mlx:rope", {"convention": "positions", "array": "mlx"},
-            ("default", "linear"), "mlx.core.fast.rope(traditional, base, scale, offset); both pairings; partial "
+            ("default", "linear"), "mlx.core.fast.rope(traditional=False, base, scale, offset): half pairs; partial "
                                    "by dims"),
+    Library("mlx-traditional", "mlx", "mlx.core", _A + "mlx:rope_traditional",
+            {"convention": "positions", "array": "mlx", "layout": "interleaved"}, ("default", "linear"),
+            "mlx.core.fast.rope(traditional=True, base, scale, offset): interleaved pairs; partial by dims"),
     Library("gemma", "gemma", _A + "gemma:load", _A + "gemma:rope", {"convention": "positions", "array": "jax",
                                                            "qk_layout": "bshd"},
             ("default", "linear", "proportional"),
