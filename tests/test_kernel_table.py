@@ -89,6 +89,18 @@ def test_gpu_caption(tmp_path):
                                            "median of 3, 2030-01-02):")
 
 
+@pytest.mark.parametrize("cache, said", [("prefill cold: evict", ", cold data (tensors evicted by clflush)"),
+                                         ("prefill cold: read 128 MiB", ", cold caches (read 128 MiB)"),
+                                         ("decode cold: evict", ""), (None, "")])
+def test_cpu_caption_says_how_the_caches_were_emptied_for_its_shape(tmp_path, cache, said):
+    """kernel_timing.cold_start's method, recorded in meta as '<shape> cold: <method>', only for that shape."""
+    path = tmp_path / "c.json"
+    meta = {} if cache is None else dict(cache=cache)
+    path.write_text(json.dumps(_doc({"cpu/fwd/half/float32/prefill": 1.0}, meta)))
+    assert table(path, "c.json").splitlines()[0] == (f"CPU, 2 threads{said}, B4·H8·T2048·D64 (`c.json`, median of 3, "
+                                                     "2030-01-02):")
+
+
 def test_caption_must_match_runs(tmp_path):
     """R that is not the stated statistic of its runs is refused rather than captioned wrongly."""
     doc = _doc({"cpu/fwd/half/float32/prefill": 1.0})

@@ -1,8 +1,8 @@
 """RoPE kernel benchmark: speed as a ratio to copy bandwidth, and the CI regression gate.
 
 R = (rope bytes / kernel time) / (copy bytes / copy time), kernel and `copy_` of the same q+k timed
-alternately in one loop; each time is the lower quintile (p20) of its series (see `measure` for why
-not the median). Bytes: read q, k + write q, k +
+alternately in one loop, on the CPU's prefill from cold caches (kernel_spec.COLD_SHAPES); each time is the
+lower quintile (p20) of its series (see `measure` for why not the median). Bytes: read q, k + write q, k +
 the cos/sin table (read once); copy: read q, k + write q, k. Backward: the same bytes (read dq', dk',
 write dq, dk, table). Absolute times are reported too (p20/p50/p80 of the kernel) but never gated.
 
@@ -20,16 +20,17 @@ import pathlib
 import platform
 import statistics
 import sys
-import time
 
 import torch
 import torch._functorch.config  # noqa: F401  (donated_buffer, below)
 
 from harness.measure import kernel_icount
 from harness.measure.kernel_env import THREADS, environment
+from harness.measure.kernel_timing import alternate, cold_start, quantile  # noqa: F401  (re-exported)
 from harness.measure.kernel_gate import compare, floors
 from harness.measure.kernel_report import report
-from harness.measure.kernel_spec import BASELINE, C_KEYS, CPU_BASELINE, DROP, DTYPES, GATED, SHAPES, target
+from harness.measure.kernel_spec import (BASELINE, C_KEYS, COLD_SHAPES, CPU_BASELINE, DROP, DTYPES, GATED, SHAPES,
+                                         target)
 from harness.rope.frequencies import frequencies
 from harness.rope.rotation import rotary_table
 
@@ -64,7 +65,7 @@ def kernel_fn(provider, mode, q, k, cos, sin, layout):
         # prefill_large bf16 fwd: R 0.22 after prefill and decode had been compiled, 0.93 compiled fresh).
         torch._dynamo.reset()
     if mode == "fwd":
-        return lambda: apply_rotary_qk(q, k, cos, sin, layout, impl=provider)
+        return reads(lambda: apply_rotary_qk(q, k, cos, sin, layout, impl=provider), q, k, cos, sin)
     if mode != "bwd":
         raise ValueError(f"unknown mode {mode!r}; expected one of ['fwd', 'bwd']")
     q, k = q.detach().requires_grad_(), k.detach().requires_grad_()
@@ -73,74 +74,20 @@ def kernel_fn(provider, mode, q, k, cos, sin, layout):
     torch._functorch.config.donated_buffer = False
     outs = apply_rotary_qk(q, k, cos, sin, layout, impl=provider)
     grads = tuple(torch.randn_like(o) for o in outs)
-    return lambda: torch.autograd.grad(outs, (q, k), grads, retain_graph=True)
+    return reads(lambda: torch.autograd.grad(outs, (q, k), grads, retain_graph=True), *grads, cos, sin)
+
+
+def reads(fn, *tensors):
+    """fn, with the tensors it reads (besides those it returns) as fn.tensors: what a cold start evicts."""
+    fn.tensors = tensors
+    return fn
 
 
 def copy_fn(q, k):
     """The bandwidth yardstick: copy_ q and k into preallocated buffers."""
     q, k = q.detach(), k.detach()
     qo, ko = torch.empty_like(q), torch.empty_like(k)
-    return lambda: (qo.copy_(q), ko.copy_(k))
-
-
-def _sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def alternate(kernel, copy, *, budget_s=0.5, min_reps=5, max_reps=200, warmup=2, device=torch.device("cpu")):
-    """Time kernel and copy alternately for about budget_s: lists of kernel and copy seconds, one pair per rep."""
-    for _ in range(warmup):
-        kernel(), copy()
-    if device.type == "cuda":
-        return _alternate_cuda(kernel, copy, budget_s, min_reps, max_reps)
-    tk, tc = [], []
-    start = time.perf_counter()
-    while len(tk) < max_reps and (len(tk) < min_reps or time.perf_counter() - start < budget_s):
-        for fn, out in ((kernel, tk), (copy, tc)):
-            _sync(device)
-            t0 = time.perf_counter()
-            fn()
-            _sync(device)
-            out.append(time.perf_counter() - t0)
-    return tk, tc
-
-
-def _alternate_cuda(kernel, copy, budget_s, min_reps, max_reps, chunk=16):
-    """Device time from CUDA events between back-to-back launches. Each chunk of reps is queued behind
-    a spin kernel (torch.cuda._sleep) that outlasts its enqueueing, so host-side launch overhead (Python
-    wrappers, autograd) is not in the intervals: R compares memory traffic, the kernel's own business.
-    Without it, flash-attn's bf16 rotary read R 0.5-0.97 run to run on an H100 (the GPU idled waiting
-    for the host)."""
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    kernel(), copy()
-    host = time.perf_counter() - t0  # host time to enqueue one rep
-    torch.cuda.synchronize()
-    reps = int(min(max_reps, max(min_reps, budget_s / max(time.perf_counter() - t0, 1e-6))))
-    tk, tc = [], []
-    for start in range(0, reps, chunk):
-        n = min(chunk, reps - start)
-        torch.cuda._sleep(int(min(2 * host * n, 0.1) * 2e9))  # cycles at <= 2 GHz: >= 2x the enqueue time
-        ev = [torch.cuda.Event(enable_timing=True) for _ in range(2 * n + 1)]
-        ev[0].record()
-        for i in range(n):
-            kernel()
-            ev[2 * i + 1].record()
-            copy()
-            ev[2 * i + 2].record()
-        torch.cuda.synchronize()
-        ms = [a.elapsed_time(b) / 1e3 for a, b in zip(ev, ev[1:])]
-        tk, tc = tk + ms[0::2], tc + ms[1::2]
-    return tk, tc
-
-
-def quantile(xs, q):
-    """Linear-interpolated quantile q in [0, 1] of a list."""
-    xs = sorted(xs)
-    i = q * (len(xs) - 1)
-    lo = int(i)
-    return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (i - lo)
+    return reads(lambda: (qo.copy_(q), ko.copy_(k)), q, k)
 
 
 def measure(key, *, budget_s=0.5, device="cpu", threads=None):
@@ -162,7 +109,8 @@ def _measure(key, budget_s, device):
     device = torch.device(device)
     q, k, cos, sin = inputs(shape, DTYPES[dtype], device)
     kernel, copy = kernel_fn(provider, mode, q, k, cos, sin, layout), copy_fn(q, k)
-    tk, tc = alternate(kernel, copy, budget_s=budget_s, device=device)
+    cold = cold_start() if shape in COLD_SHAPES[device.type] else None
+    tk, tc = alternate(kernel, copy, budget_s=budget_s, device=device, cold=cold)
     scale = rope_bytes(q, k, cos, sin) / (2 * (q.nbytes + k.nbytes))
     # p20 of each, not the median of paired ratios: other jobs on the 2 cores preempt either half of
     # a pair at random; the lower quintile is the uncontended time of each.

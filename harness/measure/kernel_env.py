@@ -1,11 +1,14 @@
 """What a kernel benchmark number depends on, recorded next to it (harness/measure/kernel_bench.py): the machine,
-torch, the thread count, the allocator's tunables, the CPU's vector extensions and the C kernel's level."""
+torch, the thread count, the allocator's tunables, the CPU's vector extensions and the C kernel's level, and the
+cache state each timed call starts from (kernel_timing.cold_start)."""
 import os
 import pathlib
 import platform
 import time
 
 import torch
+
+from harness.measure.kernel_timing import cache_method
 
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 
@@ -32,7 +35,8 @@ def environment(device="cpu"):
     if device == "cpu":
         # the vector extensions the kernel's levels and the measured R depend on
         flags = [f for f in _cpuinfo("flags").split() if f.startswith(("avx", "f16c", "fma", "amx"))]
-        env.update(cpu=_cpuinfo("model name"), cpu_isa=_cpu_isa(), cpu_flags=" ".join(flags))
+        env.update(cpu=_cpuinfo("model name"), cpu_isa=_cpu_isa(), cpu_flags=" ".join(flags),
+                   cache=f"prefill cold: {cache_method()}")
     if device == "cuda":
         import triton
         env.update(device=torch.cuda.get_device_name(), cuda=torch.version.cuda, triton=triton.__version__)

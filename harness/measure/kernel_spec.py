@@ -22,6 +22,17 @@ TARGETS = {("cpu", "cpu", "fwd"): 0.8, ("cpu", "cpu", "bwd"): 0.8, ("cuda", "tri
 # Where the targets apply: memory-bound from DRAM. On a GPU the CPU's prefill (q+k+outputs 64 MB fp32)
 # partly stays in the 50 MB L2 (R reads > 1 there) and decode is launch-bound: only prefill_large counts.
 TARGET_SHAPES = {"cpu": ("prefill",), "cuda": ("prefill_large",)}
+# Shapes timed from cold data on the CPU: after every timed call, kernel and copy_ alike, the tensors it read and
+# returned are evicted from every cache level (clflush; kernel_timing.cold_start), so each call reads its inputs from
+# DRAM, as triton.testing.do_bench clears the L2 before every rep (github.com/triton-lang/triton,
+# python/triton/testing.py). Prefill's q, k and outputs (33.6 MB in fp16) are about one L3 of a server CPU, so
+# warm, each call started from what the call before it left: copy_ of the same bytes took 1.13 ms after the fp16
+# interleaved forward (whose streaming stores left q and k in L3) and 1.40 ms after its backward
+# (results/baselines/RUN.md). Code stays cached: emptying the whole L3 instead (a read of FLUSH_LLC x its size,
+# the fallback without the C library) also made the autograd engine's host work before the backward kernel take
+# ~0.3 ms instead of 0.01. Decode (one token) stays warm: its question is time per call.
+COLD_SHAPES = {"cpu": ("prefill",), "cuda": ()}
+FLUSH_LLC = 4
 # The C kernel's every dtype x layout x direction (fwd and bwd are separate loops: the sign is folded into the
 # add and subtract). The CPU baseline measures R for all of them (the README's table) and the gate counts their
 # instructions on every vector level (cheap: no timing).

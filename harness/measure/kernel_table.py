@@ -37,7 +37,7 @@ def _shape(name):
 
 
 def _caption(meta, shape, name):
-    """One line: device (thread count on CPU), shape, file, statistic, date, all read from the JSON."""
+    """One line: device (thread count and cache state on CPU), shape, file, statistic, date, all read from the JSON."""
     stat = meta["statistic"].replace("runs", str(meta["runs"]))
     date = meta["time"][:10]
     if "cuda" in meta:
@@ -45,6 +45,9 @@ def _caption(meta, shape, name):
     else:
         cpu = f" ({meta['cpu']}, C kernel level {meta['cpu_isa']})" if meta.get("cpu_isa") else ""
         where = f"CPU{cpu}, {meta['threads']} thread{'' if meta['threads'] == 1 else 's'}"
+        method = meta.get("cache", "").removeprefix(f"{shape} cold: ")  # kernel_timing.cold_start's, if cold
+        if method != meta.get("cache", ""):
+            where += ", cold data (tensors evicted by clflush)" if method == "evict" else f", cold caches ({method})"
     return f"{where}, {_shape(shape)} (`{name}`, {stat}, {date}):"
 
 

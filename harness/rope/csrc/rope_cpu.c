@@ -144,3 +144,12 @@ int rope_isa_supported(void) {
               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
               __builtin_cpu_supports("avx512bf16"));
 }
+
+/* The kernel benchmark's cold start (harness/measure/kernel_timing.py): every line of [p, p + n) written back and
+   dropped from every cache level, so that a timed call reads its tensors from DRAM while its code stays cached.
+   clflush is SSE2, on every x86-64 CPU; about 1 ms for 33 MB here, untimed. */
+void rope_evict(const void *p, int64_t n) {
+  for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63, end = (uintptr_t)p + (uintptr_t)n; a < end; a += 64)
+    _mm_clflush((const void *)a);
+  _mm_mfence();
+}
