@@ -9,7 +9,9 @@ import torch
 
 from harness.measure import external_rope
 from harness.measure.kernel_bench import alternate, copy_fn, environment, inputs, kernel_fn, measure, quantile
-from harness.measure.kernel_spec import DEVICE_SHAPES, DTYPES, target
+from harness.measure.kernel_spec import COLD_SHAPES, DEVICE_SHAPES, DTYPES, target
+from harness.measure.kernel_env import THREADS
+from harness.measure.kernel_timing import cold_start
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # Outside kernels where their packages import (external_rope): HF's eager formula everywhere (transformers
@@ -47,7 +49,13 @@ def test_copy(benchmark, dtype, shape):
     """The yardstick itself (R = 1 by definition, up to the table bytes a kernel also reads)."""
     q, k, _, _ = inputs(shape, DTYPES[dtype], DEVICE)
     fn = copy_fn(q, k)
-    times = alternate(fn, fn, device=torch.device(DEVICE))[0]  # device time on a GPU, as the kernels'
+    cold = cold_start() if shape in COLD_SHAPES[DEVICE] else None  # from DRAM where the kernels' R is
+    previous = torch.get_num_threads()
+    torch.set_num_threads(THREADS)  # the kernels' thread count (kernel_bench.measure)
+    try:
+        times = alternate(fn, fn, device=torch.device(DEVICE), cold=cold)[0]  # device time on a GPU, as the kernels'
+    finally:
+        torch.set_num_threads(previous)
     _record(benchmark, "copy", "fwd", "-", dtype, shape,
             dict(R=1.0, p20=quantile(times, 0.2), p50=quantile(times, 0.5), p80=quantile(times, 0.8)))
     benchmark.pedantic(fn, rounds=20, warmup_rounds=2)
