@@ -93,3 +93,20 @@ def test_without_the_c_library_the_cold_start_reads_past_the_last_level_cache(mo
 def test_last_level_cache_is_read_from_sysfs_or_defaults():
     size = kernel_timing.last_level_cache_bytes()
     assert size >= 1 << 20 and size % 1024 == 0
+
+
+def test_bench_csv_says_each_rows_cache_state_and_level(tmp_path):
+    """make bench's CSV (kernel_report): 'evict' on the rows of a cold shape, 'warm' on the others, and cpu_isa."""
+    import csv
+    import json
+
+    from harness.measure.kernel_report import report
+    env = dict(device="cpu", torch=torch.__version__, glibc_tunables="", cpu_isa="avx2", cache="prefill cold: evict")
+    rows = [dict(provider="cpu", mode="fwd", layout="half", dtype="float32", shape=shape, R=0.9, p20=1e-3, p50=1e-3,
+                 p80=1e-3, **env) for shape in ("prefill", "decode")]
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(dict(datetime="2030-01-01", benchmarks=[dict(extra_info=e) for e in rows])))
+    report(path)
+    with open(path.with_suffix(".csv")) as f:
+        got = {r["x_value"]: (r["cache"], r["cpu_isa"]) for r in csv.DictReader(f)}
+    assert got == {"prefill": ("evict", "avx2"), "decode": ("warm", "avx2")}
