@@ -29,8 +29,9 @@ TARGET_SHAPES = {"cpu": ("prefill",), "cuda": ("prefill_large",)}
 # warm, each call started from what the call before it left: copy_ of the same bytes took 1.13 ms after the fp16
 # interleaved forward (whose streaming stores left q and k in L3) and 1.40 ms after its backward
 # (results/baselines/RUN.md). Code stays cached: emptying the whole L3 instead (a read of FLUSH_LLC x its size,
-# the fallback without the C library) also made the autograd engine's host work before the backward kernel take
-# ~0.3 ms instead of 0.01. Decode (one token) stays warm: its question is time per call.
+# the fallback without the C library) also made the host work before the backward kernel (the autograd engine and
+# Python) take 0.29-0.32 ms instead of 0.08-0.11 (0.12 warm). Decode (one token) stays warm: its question is time
+# per call.
 COLD_SHAPES = {"cpu": ("prefill",), "cuda": ()}
 FLUSH_LLC = 4
 # The C kernel's every dtype x layout x direction (fwd and bwd are separate loops: the sign is folded into the
