@@ -38,6 +38,15 @@ _ENTRIES = (
             ("default", "linear", "dynamic", "yarn", "llama3", "longrope"),
             "DeepseekV3RotaryEmbedding + apply_rotary_pos_emb_interleave: interleaved pairs returned in the half "
             "basis (judged on logits); rotates the whole qk_rope_head_dim (partial: the rope part only)"),
+    Library("transformers-gptj", "transformers", "transformers", _A + "transformers:gptj",
+            {"convention": "positions", "layout": "interleaved", "qk_layout": "bshd"}, ("default",),
+            "GPT-J's create_sinusoidal_positions (base 10000 only) + apply_rotary_pos_emb (rotate_every_two): "
+            "interleaved pairs, the table in the activations' dtype; partial via rotary_dim"),
+    Library("transformers-cohere", "transformers", "transformers", _A + "transformers:cohere",
+            {"convention": "positions", "layout": "interleaved"},
+            ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
+            "CohereRotaryEmbedding (every rope_type of ROPE_INIT_FUNCTIONS) + apply_rotary_pos_emb: interleaved "
+            "pairs, table in the activations' dtype, rotation in fp32; no partial rotary"),
     Library("torchtune", "torchtune", "torchtune", _A + "torchtune:rope",
             {"convention": "positions", "layout": "interleaved", "qk_layout": "bshd"}, ("default", "llama3"),
             "RotaryPositionalEmbeddings, Llama3ScaledRoPE; interleaved pairs; no partial rotary"),

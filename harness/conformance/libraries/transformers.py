@@ -1,7 +1,7 @@
 """HF transformers through its own rotary classes (transformers/models/*/modeling_*.py, modeling_rope_utils.py)."""
 import torch
 
-from harness.conformance.libraries import lacks, rotary_dim
+from harness.conformance.libraries import lacks, rotary_dim, split
 
 
 def _params(rope):
@@ -44,3 +44,33 @@ def deepseek_v3(q, k, positions, *, rope):
     cos, sin = DeepseekV3RotaryEmbedding(cfg)(q, positions[None])
     q2, k2 = apply_rotary_pos_emb_interleave(q[..., :r], k[..., :r], cos, sin)
     return torch.cat((q2, q[..., r:]), -1), torch.cat((k2, k[..., r:]), -1)
+
+
+def gptj(q, k, positions, *, rope):
+    """GPT-J (modeling_gptj.py) as GPTJAttention.forward rotates: the sin | cos table of create_sinusoidal_positions
+    (base 10000 fixed, fp32) gathered at position_ids and cast to the activations' dtype, then
+    apply_rotary_pos_emb (rotate_every_two: interleaved pairs) on the first rotary_dim features of q, k
+    (b, s, h, d)."""
+    from transformers.models.gptj.modeling_gptj import apply_rotary_pos_emb, create_sinusoidal_positions
+    lacks("transformers-gptj", rope)
+    if rope["rope_theta"] != 10000.0:
+        raise NotImplementedError(f"transformers-gptj has base 10000 only (create_sinusoidal_positions); got "
+                                  f"{rope['rope_theta']:g}")
+    r, ids = rotary_dim(rope), positions[None]
+    table = create_sinusoidal_positions(int(positions.max()) + 1, r)[None]  # (1, P, r): sin | cos
+    sincos = torch.gather(table, 1, ids.unsqueeze(-1).repeat(1, 1, table.shape[-1])).to(q.dtype)
+    sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
+    return tuple(split(lambda x: apply_rotary_pos_emb(x, sin, cos), x, r) for x in (q, k))
+
+
+def cohere(q, k, positions, *, rope):
+    """Cohere (modeling_cohere.py): CohereRotaryEmbedding (its default, else ROPE_INIT_FUNCTIONS; the angles
+    repeat_interleave'd, cos and sin cast to the activations' dtype) then apply_rotary_pos_emb, which rotates
+    interleaved pairs in fp32 and casts back. No partial rotary (its default rotates the whole head)."""
+    from transformers import CohereConfig
+    from transformers.models.cohere.modeling_cohere import CohereRotaryEmbedding, apply_rotary_pos_emb
+    lacks("transformers-cohere", rope, partial=False)
+    cfg = CohereConfig(hidden_size=2 * rope["head_dim"], num_attention_heads=2, num_key_value_heads=2,
+                       rope_parameters=_params(rope), max_position_embeddings=rope["max_position_embeddings"])
+    cos, sin = CohereRotaryEmbedding(cfg)(q, positions[None])  # (1, P, D) in q's dtype
+    return apply_rotary_pos_emb(q, k, cos, sin)
