@@ -65,25 +65,28 @@ def test_a_type_the_library_lacks_is_a_skip_naming_what_it_has(fakes):
 
 
 def test_every_library_is_covered_here():
-    real = {"transformers", "transformers-deepseek-v3", "transformers-gptj", "transformers-cohere",
-            "rotary-embedding-torch", "rotary-embedding-torch-freqs"}
+    real = {"transformers", "transformers-deepseek-v3", "transformers-gptj", "transformers-cohere", "transformers-glm",
+            "transformers-llama4", "rotary-embedding-torch", "rotary-embedding-torch-freqs"}
     assert set(libraries.LIBRARIES) == set(FAKED) | real
 
 
 @pytest.mark.parametrize("name, types", [("transformers", ["default", "longrope"]),
                                          ("transformers-gptj", ["default"]),
                                          ("transformers-cohere", ["default", "yarn"]),
+                                         ("transformers-glm", ["default", "llama3"]),
+                                         ("transformers-llama4", ["llama3"]),
                                          ("rotary-embedding-torch", ["default", "linear"]),
                                          ("rotary-embedding-torch-freqs", ["default", "ntk", "linear"])])
 def test_real_libraries_of_the_dev_extra(name, types):
     rows, _ = _run(name, types)
-    assert {r["result"] for r in rows} - {"skip"} == {"pass"}  # skips: GPT-J's base 5e5, Cohere's partial cases
+    assert {r["result"] for r in rows} - {"skip"} == {"pass"}  # skips: GPT-J's base 5e5, partial cases
 
 
-@pytest.mark.parametrize("name", ["transformers-gptj", "transformers-cohere"])
+@pytest.mark.parametrize("name", ["transformers-gptj", "transformers-cohere", "transformers-glm",
+                                  "transformers-llama4"])
 def test_hf_interleaved_models_fail_when_declared_half_pairs(name):
-    """GPT-J's rotate_every_two and Cohere's rotate_half pair (2j, 2j + 1): checked as half pairs they fail, so their
-    passes say which pairing they use."""
+    """GPT-J's rotate_every_two, Cohere's and GLM's rotate_half and Llama 4's complex pairs are (2j, 2j + 1): checked
+    as half pairs they fail, so their passes say which pairing they use."""
     rows, _ = _run(name, ["default"], layout=None)
     assert "FAIL" in {r["result"] for r in rows}
 

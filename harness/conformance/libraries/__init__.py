@@ -47,6 +47,16 @@ _ENTRIES = (
             ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
             "CohereRotaryEmbedding (every rope_type of ROPE_INIT_FUNCTIONS) + apply_rotary_pos_emb: interleaved "
             "pairs, table in the activations' dtype, rotation in fp32; no partial rotary"),
+    Library("transformers-glm", "transformers", "transformers", _A + "transformers:glm",
+            {"convention": "positions", "layout": "interleaved"},
+            ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
+            "GlmRotaryEmbedding + apply_rotary_pos_emb: the first half of cos and sin repeat_interleaved, interleaved "
+            "pairs of the first R features (ChatGLM's), the rest passed through; partial_rotary_factor honoured"),
+    Library("transformers-llama4", "transformers", "transformers", _A + "transformers:llama4",
+            {"convention": "positions", "layout": "interleaved", "qk_layout": "bshd"},
+            ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
+            "Llama4TextRotaryEmbedding (complex freqs_cis) + apply_rotary_emb: complex pairs in fp32, interleaved; "
+            "no partial rotary"),
     Library("torchtune", "torchtune", "torchtune", _A + "torchtune:rope",
             {"convention": "positions", "layout": "interleaved", "qk_layout": "bshd"}, ("default", "llama3"),
             "RotaryPositionalEmbeddings, Llama3ScaledRoPE; interleaved pairs; no partial rotary"),

@@ -74,3 +74,31 @@ def cohere(q, k, positions, *, rope):
                        rope_parameters=_params(rope), max_position_embeddings=rope["max_position_embeddings"])
     cos, sin = CohereRotaryEmbedding(cfg)(q, positions[None])  # (1, P, D) in q's dtype
     return apply_rotary_pos_emb(q, k, cos, sin)
+
+
+def glm(q, k, positions, *, rope):
+    """GLM (modeling_glm.py): GlmRotaryEmbedding (cos, sin over the rotary width, partial_rotary_factor honoured)
+    then apply_rotary_pos_emb, which takes the first half of cos and sin, repeat_interleaves it and rotates
+    interleaved pairs of the first R features (ChatGLM's convention), passing the rest through."""
+    from transformers import GlmConfig
+    from transformers.models.glm.modeling_glm import GlmRotaryEmbedding, apply_rotary_pos_emb
+    lacks("transformers-glm", rope)
+    cfg = GlmConfig(hidden_size=2 * rope["head_dim"], head_dim=rope["head_dim"], num_attention_heads=2,
+                    num_key_value_heads=2, rope_parameters=_params(rope),
+                    max_position_embeddings=rope["max_position_embeddings"])
+    cos, sin = GlmRotaryEmbedding(cfg)(q, positions[None])  # (1, P, R) in q's dtype
+    return apply_rotary_pos_emb(q, k, cos, sin)
+
+
+def llama4(q, k, positions, *, rope):
+    """Llama 4 (modeling_llama4.py): Llama4TextRotaryEmbedding's complex freqs_cis (torch.polar, complex64, times
+    attention_scaling), then apply_rotary_emb: q and k (b, s, h, d) in fp32 as complex pairs (2j, 2j + 1), cast
+    back. No partial rotary (the complex product takes the whole head)."""
+    from transformers import Llama4TextConfig
+    from transformers.models.llama4.modeling_llama4 import Llama4TextRotaryEmbedding, apply_rotary_emb
+    lacks("transformers-llama4", rope, partial=False)
+    cfg = Llama4TextConfig(hidden_size=2 * rope["head_dim"], head_dim=rope["head_dim"], num_attention_heads=2,
+                           num_key_value_heads=2, rope_parameters=_params(rope),
+                           max_position_embeddings=rope["max_position_embeddings"])
+    freqs_cis = Llama4TextRotaryEmbedding(cfg)(q, positions[None])  # (1, P, D/2) complex64
+    return apply_rotary_emb(q, k, freqs_cis)
