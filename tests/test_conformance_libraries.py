@@ -66,7 +66,7 @@ def test_a_type_the_library_lacks_is_a_skip_naming_what_it_has(fakes):
 
 def test_every_library_is_covered_here():
     real = {"transformers", "transformers-deepseek-v3", "transformers-gptj", "transformers-cohere", "transformers-glm",
-            "transformers-llama4", "rotary-embedding-torch", "rotary-embedding-torch-freqs"}
+            "transformers-llama4", "transformers-qwen2-vl", "rotary-embedding-torch", "rotary-embedding-torch-freqs"}
     assert set(libraries.LIBRARIES) == set(FAKED) | real
 
 
@@ -75,6 +75,7 @@ def test_every_library_is_covered_here():
                                          ("transformers-cohere", ["default", "yarn"]),
                                          ("transformers-glm", ["default", "llama3"]),
                                          ("transformers-llama4", ["llama3"]),
+                                         ("transformers-qwen2-vl", ["default", "yarn"]),
                                          ("rotary-embedding-torch", ["default", "linear"]),
                                          ("rotary-embedding-torch-freqs", ["default", "ntk", "linear"])])
 def test_real_libraries_of_the_dev_extra(name, types):
@@ -88,6 +89,17 @@ def test_hf_interleaved_models_fail_when_declared_half_pairs(name):
     """GPT-J's rotate_every_two, Cohere's and GLM's rotate_half and Llama 4's complex pairs are (2j, 2j + 1): checked
     as half pairs they fail, so their passes say which pairing they use."""
     rows, _ = _run(name, ["default"], layout=None)
+    assert "FAIL" in {r["result"] for r in rows}
+
+
+def test_qwen2_vl_fails_when_one_m_rope_section_sees_other_positions(monkeypatch):
+    """The text path holds only while every section of the head gets the token's index: width ids halved, it fails."""
+    import torch
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding
+    real = Qwen2VLRotaryEmbedding.forward
+    monkeypatch.setattr(Qwen2VLRotaryEmbedding, "forward", lambda self, x, ids: real(self, x, torch.stack([ids, ids,
+                                                                                                          ids // 2])))
+    rows, _ = _run("transformers-qwen2-vl", ["default"])
     assert "FAIL" in {r["result"] for r in rows}
 
 

@@ -57,6 +57,10 @@ _ENTRIES = (
             ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
             "Llama4TextRotaryEmbedding (complex freqs_cis) + apply_rotary_emb: complex pairs in fp32, interleaved; "
             "no partial rotary"),
+    Library("transformers-qwen2-vl", "transformers", "transformers", _A + "transformers:qwen2_vl",
+            {"convention": "positions"}, ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
+            "Qwen2VLRotaryEmbedding (M-RoPE: temporal, height, width ids recomposed by mrope_section; for text all "
+            "equal to the index) + apply_rotary_pos_emb: half pairs; no partial rotary"),
     Library("torchtune", "torchtune", "torchtune", _A + "torchtune:rope",
             {"convention": "positions", "layout": "interleaved", "qk_layout": "bshd"}, ("default", "llama3"),
             "RotaryPositionalEmbeddings, Llama3ScaledRoPE; interleaved pairs; no partial rotary"),

@@ -102,3 +102,20 @@ def llama4(q, k, positions, *, rope):
                            max_position_embeddings=rope["max_position_embeddings"])
     freqs_cis = Llama4TextRotaryEmbedding(cfg)(q, positions[None])  # (1, P, D/2) complex64
     return apply_rotary_emb(q, k, freqs_cis)
+
+
+def qwen2_vl(q, k, positions, *, rope):
+    """Qwen2-VL's text path (modeling_qwen2_vl.py): Qwen2VLRotaryEmbedding with M-RoPE sections (the temporal, height
+    and width position ids, all the token's index for text) recomposed by mrope_section, then Llama's
+    apply_rotary_pos_emb. For text M-RoPE must equal 1-D RoPE. Sections in Qwen2-VL's 16 : 24 : 24 proportion of
+    D/2; no partial rotary (the sections cover the whole head)."""
+    from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLTextConfig
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding, apply_rotary_pos_emb
+    lacks("transformers-qwen2-vl", rope, partial=False)
+    half = rope["head_dim"] // 2
+    sections = [half // 4, 3 * half // 8, half - half // 4 - 3 * half // 8]  # 16, 24, 24 at head_dim 128
+    cfg = Qwen2VLTextConfig(hidden_size=2 * rope["head_dim"], num_attention_heads=2, num_key_value_heads=2,
+                            rope_parameters={**_params(rope), "mrope_section": sections},
+                            max_position_embeddings=rope["max_position_embeddings"])
+    cos, sin = Qwen2VLRotaryEmbedding(cfg)(q, positions[None])  # (1, P, D) in q's dtype
+    return apply_rotary_pos_emb(q, k, cos, sin)
