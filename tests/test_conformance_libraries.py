@@ -66,7 +66,8 @@ def test_a_type_the_library_lacks_is_a_skip_naming_what_it_has(fakes):
 
 def test_every_library_is_covered_here():
     real = {"transformers", "transformers-deepseek-v3", "transformers-gptj", "transformers-cohere", "transformers-glm",
-            "transformers-llama4", "transformers-qwen2-vl", "rotary-embedding-torch", "rotary-embedding-torch-freqs"}
+            "transformers-llama4", "transformers-qwen2-vl", "transformers-gpt-oss", "rotary-embedding-torch",
+            "rotary-embedding-torch-freqs"}
     assert set(libraries.LIBRARIES) == set(FAKED) | real
 
 
@@ -76,6 +77,7 @@ def test_every_library_is_covered_here():
                                          ("transformers-glm", ["default", "llama3"]),
                                          ("transformers-llama4", ["llama3"]),
                                          ("transformers-qwen2-vl", ["default", "yarn"]),
+                                         ("transformers-gpt-oss", ["yarn"]),
                                          ("rotary-embedding-torch", ["default", "linear"]),
                                          ("rotary-embedding-torch-freqs", ["default", "ntk", "linear"])])
 def test_real_libraries_of_the_dev_extra(name, types):
@@ -89,6 +91,12 @@ def test_hf_interleaved_models_fail_when_declared_half_pairs(name):
     """GPT-J's rotate_every_two, Cohere's and GLM's rotate_half and Llama 4's complex pairs are (2j, 2j + 1): checked
     as half pairs they fail, so their passes say which pairing they use."""
     rows, _ = _run(name, ["default"], layout=None)
+    assert "FAIL" in {r["result"] for r in rows}
+
+
+def test_gpt_oss_fails_when_declared_interleaved_pairs():
+    """GPT-OSS chunks the head into halves: checked as interleaved pairs it fails."""
+    rows, _ = _run("transformers-gpt-oss", ["default"], layout="interleaved")
     assert "FAIL" in {r["result"] for r in rows}
 
 

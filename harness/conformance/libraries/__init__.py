@@ -61,6 +61,10 @@ _ENTRIES = (
             {"convention": "positions"}, ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
             "Qwen2VLRotaryEmbedding (M-RoPE: temporal, height, width ids recomposed by mrope_section; for text all "
             "equal to the index) + apply_rotary_pos_emb: half pairs; no partial rotary"),
+    Library("transformers-gpt-oss", "transformers", "transformers", _A + "transformers:gpt_oss",
+            {"convention": "positions"}, ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
+            "GptOssRotaryEmbedding (cos, sin of width D/2) + apply_rotary_pos_emb (x chunked into halves): half "
+            "pairs; no partial rotary"),
     Library("torchtune", "torchtune", "torchtune", _A + "torchtune:rope",
             {"convention": "positions", "layout": "interleaved", "qk_layout": "bshd"}, ("default", "llama3"),
             "RotaryPositionalEmbeddings, Llama3ScaledRoPE; interleaved pairs; no partial rotary"),

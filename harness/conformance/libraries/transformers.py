@@ -119,3 +119,18 @@ def qwen2_vl(q, k, positions, *, rope):
                             max_position_embeddings=rope["max_position_embeddings"])
     cos, sin = Qwen2VLRotaryEmbedding(cfg)(q, positions[None])  # (1, P, D) in q's dtype
     return apply_rotary_pos_emb(q, k, cos, sin)
+
+
+def gpt_oss(q, k, positions, *, rope):
+    """GPT-OSS (modeling_gpt_oss.py): GptOssRotaryEmbedding (cos and sin of width D/2, not repeated) then
+    apply_rotary_pos_emb, whose _apply_rotary_emb chunks x into halves: half pairs, in the activations' dtype. (Its
+    hub kernel replaces the apply only where the `kernels` package is enabled; the model's own code runs here.) No
+    partial rotary (the halves are of the whole head)."""
+    from transformers import GptOssConfig
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssRotaryEmbedding, apply_rotary_pos_emb
+    lacks("transformers-gpt-oss", rope, partial=False)
+    cfg = GptOssConfig(hidden_size=2 * rope["head_dim"], head_dim=rope["head_dim"], num_attention_heads=2,
+                       num_key_value_heads=2, rope_parameters=_params(rope),
+                       max_position_embeddings=rope["max_position_embeddings"])
+    cos, sin = GptOssRotaryEmbedding(cfg)(q, positions[None])  # (1, P, D/2) in q's dtype
+    return apply_rotary_pos_emb(q, k, cos, sin)
