@@ -18,6 +18,8 @@ import importlib.util
 
 import torch
 
+from harness.measure.kernel_timing import reads
+
 PACKAGES = {"liger": "liger_kernel", "flash_attn": "flash_attn", "hf": "transformers"}
 LAYOUTS = {"liger": ("half",), "flash_attn": ("half", "interleaved"), "hf": ("half",)}
 
@@ -65,14 +67,12 @@ def build(provider, mode, q, k, cos, sin, layout):
         raise ValueError(f"{provider} rope does only {list(LAYOUTS[provider])} layout; got {layout!r}")
     fn, q, k = BUILDERS[provider](q, k, cos, sin, layout)
     if mode == "fwd":
-        timed, timed.tensors = (lambda: fn(q, k)), (q, k, cos, sin)  # what it reads (the benchmark's cold start)
-        return timed
+        return reads(lambda: fn(q, k), q, k, cos, sin)
     # leaves, so the timed backward is the provider's alone (liger rotates them in place: values only)
     q, k = q.detach().requires_grad_(), k.detach().requires_grad_()
     outs = fn(q, k)
     grads = tuple(torch.randn_like(o) for o in outs)
-    timed, timed.tensors = (lambda: torch.autograd.grad(outs, (q, k), grads, retain_graph=True)), (*grads, cos, sin)
-    return timed
+    return reads(lambda: torch.autograd.grad(outs, (q, k), grads, retain_graph=True), *grads, cos, sin)
 
 
 def apply(provider, q, k, cos, sin, layout):

@@ -26,7 +26,7 @@ import torch._functorch.config  # noqa: F401  (donated_buffer, below)
 
 from harness.measure import kernel_icount
 from harness.measure.kernel_env import THREADS, environment
-from harness.measure.kernel_timing import alternate, cold_start, quantile  # noqa: F401  (re-exported)
+from harness.measure.kernel_timing import alternate, cold_start, quantile, reads  # noqa: F401  (re-exported)
 from harness.measure.kernel_gate import compare, floors
 from harness.measure.kernel_report import report
 from harness.measure.kernel_spec import (BASELINE, C_KEYS, COLD_SHAPES, CPU_BASELINE, DROP, DTYPES, GATED, SHAPES,
@@ -75,12 +75,6 @@ def kernel_fn(provider, mode, q, k, cos, sin, layout):
     outs = apply_rotary_qk(q, k, cos, sin, layout, impl=provider)
     grads = tuple(torch.randn_like(o) for o in outs)
     return reads(lambda: torch.autograd.grad(outs, (q, k), grads, retain_graph=True), *grads, cos, sin)
-
-
-def reads(fn, *tensors):
-    """fn, with the tensors it reads (besides those it returns) as fn.tensors: what a cold start evicts."""
-    fn.tensors = tensors
-    return fn
 
 
 def copy_fn(q, k):

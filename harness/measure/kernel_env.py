@@ -8,6 +8,7 @@ import time
 
 import torch
 
+from harness.measure.kernel_spec import COLD_SHAPES
 from harness.measure.kernel_timing import cache_method
 
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
@@ -36,7 +37,7 @@ def environment(device="cpu"):
         # the vector extensions the kernel's levels and the measured R depend on
         flags = [f for f in _cpuinfo("flags").split() if f.startswith(("avx", "f16c", "fma", "amx"))]
         env.update(cpu=_cpuinfo("model name"), cpu_isa=_cpu_isa(), cpu_flags=" ".join(flags),
-                   cache=f"prefill cold: {cache_method()}")
+                   cache="; ".join(f"{shape} cold: {cache_method()}" for shape in COLD_SHAPES["cpu"]))
     if device == "cuda":
         import triton
         env.update(device=torch.cuda.get_device_name(), cuda=torch.version.cuda, triton=triton.__version__)

@@ -6,16 +6,10 @@ import json
 import pathlib
 
 from harness.measure.kernel_spec import SHAPES, target
+from harness.measure.kernel_timing import cache_state
 
 CSV_FIELDS = ["kernel", "provider", "mode", "layout", "dtype", "metric", "unit", "x_name", "x_value",
               "p20", "p50", "p80", "R", "target", "device", "cpu_isa", "cache", "torch", "glibc_tunables", "time"]
-
-
-def _cache(e):
-    """The row's cache state: the cold start's method where its shape was timed cold (kernel_env records
-    '<shape> cold: <method>'), else 'warm'."""
-    prefix = f"{e['shape']} cold: "
-    return e.get("cache", "")[len(prefix):] if e.get("cache", "").startswith(prefix) else "warm"
 
 
 def report(bench_json):
@@ -29,7 +23,7 @@ def report(bench_json):
                          dtype=e["dtype"], metric="time", unit="s", x_name="shape", x_value=e["shape"],
                          p20=e["p20"], p50=e["p50"], p80=e["p80"], R=e["R"],
                          target=target(e["provider"], e["mode"], e["shape"], "cpu" if e["device"] == "cpu" else "cuda"),
-                         device=e["device"], cpu_isa=e.get("cpu_isa", ""), cache=_cache(e), torch=e["torch"],
+                         device=e["device"], cpu_isa=e.get("cpu_isa", ""), cache=cache_state(e, e["shape"]), torch=e["torch"],
                          glibc_tunables=e["glibc_tunables"],
                          time=doc.get("datetime", "")))
     with open(path.with_suffix(".csv"), "w", newline="") as f:

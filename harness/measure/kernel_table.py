@@ -16,6 +16,7 @@ import statistics
 import sys
 
 from harness.measure.kernel_spec import SHAPES
+from harness.measure.kernel_timing import cache_state
 
 # Columns: the fused kernels first, then the formula baselines; providers not listed follow, sorted.
 PROVIDERS = ("cpu", "triton", "compiled", "liger", "flash_attn", "eager", "complex", "hf")
@@ -45,8 +46,8 @@ def _caption(meta, shape, name):
     else:
         cpu = f" ({meta['cpu']}, C kernel level {meta['cpu_isa']})" if meta.get("cpu_isa") else ""
         where = f"CPU{cpu}, {meta['threads']} thread{'' if meta['threads'] == 1 else 's'}"
-        method = meta.get("cache", "").removeprefix(f"{shape} cold: ")  # kernel_timing.cold_start's, if cold
-        if method != meta.get("cache", ""):
+        method = cache_state(meta, shape)  # kernel_timing.cold_start's, or warm
+        if method != "warm":
             where += ", cold data (tensors evicted by clflush)" if method == "evict" else f", cold caches ({method})"
     return f"{where}, {_shape(shape)} (`{name}`, {stat}, {date}):"
 

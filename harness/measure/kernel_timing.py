@@ -48,6 +48,19 @@ def cache_method():
     return "evict" if _evict_fn() else f"read {FLUSH_LLC * last_level_cache_bytes() >> 20} MiB"
 
 
+def reads(fn, *tensors):
+    """fn, with the tensors it reads (besides those it returns) as fn.tensors: what a cold start evicts."""
+    fn.tensors = tensors
+    return fn
+
+
+def cache_state(env, shape):
+    """How the caches stood for timings of `shape` recorded with environment `env` (kernel_env writes
+    '<shape> cold: <method>' for each cold shape, joined by '; '): the cold start's method, else 'warm'."""
+    prefix = f"{shape} cold: "
+    return next((e[len(prefix):] for e in env.get("cache", "").split("; ") if e.startswith(prefix)), "warm")
+
+
 def _tensors(obj):
     if isinstance(obj, torch.Tensor):
         return [obj]

@@ -8,6 +8,15 @@ def _params(rope):
     return {n: v for n, v in rope.items() if n not in ("head_dim", "max_position_embeddings")}
 
 
+def _rotary(config, rotary, q, positions, rope, **extra):
+    """A model's own rotary class on a two-head config of the case (rope_parameters plus `extra`), called as its
+    model calls it: rotary(x, position_ids) -> its cos, sin (or freqs_cis) at the positions."""
+    cfg = config(hidden_size=2 * rope["head_dim"], head_dim=rope["head_dim"], num_attention_heads=2,
+                 num_key_value_heads=2, rope_parameters={**_params(rope), **extra},
+                 max_position_embeddings=rope["max_position_embeddings"])
+    return rotary(cfg)(q, positions[None])
+
+
 def llama(q, k, positions, *, rope):
     """LlamaRotaryEmbedding (its ROPE_INIT_FUNCTIONS, dynamic update, attention_scaling) then apply_rotary_pos_emb;
     a partial rotary split off as HF's partial models do. Llama's own default frequencies ignore
@@ -70,9 +79,7 @@ def cohere(q, k, positions, *, rope):
     from transformers import CohereConfig
     from transformers.models.cohere.modeling_cohere import CohereRotaryEmbedding, apply_rotary_pos_emb
     lacks("transformers-cohere", rope, partial=False)
-    cfg = CohereConfig(hidden_size=2 * rope["head_dim"], num_attention_heads=2, num_key_value_heads=2,
-                       rope_parameters=_params(rope), max_position_embeddings=rope["max_position_embeddings"])
-    cos, sin = CohereRotaryEmbedding(cfg)(q, positions[None])  # (1, P, D) in q's dtype
+    cos, sin = _rotary(CohereConfig, CohereRotaryEmbedding, q, positions, rope)  # (1, P, D) in q's dtype
     return apply_rotary_pos_emb(q, k, cos, sin)
 
 
@@ -83,10 +90,7 @@ def glm(q, k, positions, *, rope):
     from transformers import GlmConfig
     from transformers.models.glm.modeling_glm import GlmRotaryEmbedding, apply_rotary_pos_emb
     lacks("transformers-glm", rope)
-    cfg = GlmConfig(hidden_size=2 * rope["head_dim"], head_dim=rope["head_dim"], num_attention_heads=2,
-                    num_key_value_heads=2, rope_parameters=_params(rope),
-                    max_position_embeddings=rope["max_position_embeddings"])
-    cos, sin = GlmRotaryEmbedding(cfg)(q, positions[None])  # (1, P, R) in q's dtype
+    cos, sin = _rotary(GlmConfig, GlmRotaryEmbedding, q, positions, rope)  # (1, P, R) in q's dtype
     return apply_rotary_pos_emb(q, k, cos, sin)
 
 
@@ -97,10 +101,7 @@ def llama4(q, k, positions, *, rope):
     from transformers import Llama4TextConfig
     from transformers.models.llama4.modeling_llama4 import Llama4TextRotaryEmbedding, apply_rotary_emb
     lacks("transformers-llama4", rope, partial=False)
-    cfg = Llama4TextConfig(hidden_size=2 * rope["head_dim"], head_dim=rope["head_dim"], num_attention_heads=2,
-                           num_key_value_heads=2, rope_parameters=_params(rope),
-                           max_position_embeddings=rope["max_position_embeddings"])
-    freqs_cis = Llama4TextRotaryEmbedding(cfg)(q, positions[None])  # (1, P, D/2) complex64
+    freqs_cis = _rotary(Llama4TextConfig, Llama4TextRotaryEmbedding, q, positions, rope)  # (1, P, D/2) complex64
     return apply_rotary_emb(q, k, freqs_cis)
 
 
@@ -114,10 +115,7 @@ def qwen2_vl(q, k, positions, *, rope):
     lacks("transformers-qwen2-vl", rope, partial=False)
     half = rope["head_dim"] // 2
     sections = [half // 4, 3 * half // 8, half - half // 4 - 3 * half // 8]  # 16, 24, 24 at head_dim 128
-    cfg = Qwen2VLTextConfig(hidden_size=2 * rope["head_dim"], num_attention_heads=2, num_key_value_heads=2,
-                            rope_parameters={**_params(rope), "mrope_section": sections},
-                            max_position_embeddings=rope["max_position_embeddings"])
-    cos, sin = Qwen2VLRotaryEmbedding(cfg)(q, positions[None])  # (1, P, D) in q's dtype
+    cos, sin = _rotary(Qwen2VLTextConfig, Qwen2VLRotaryEmbedding, q, positions, rope, mrope_section=sections)
     return apply_rotary_pos_emb(q, k, cos, sin)
 
 
@@ -129,8 +127,5 @@ def gpt_oss(q, k, positions, *, rope):
     from transformers import GptOssConfig
     from transformers.models.gpt_oss.modeling_gpt_oss import GptOssRotaryEmbedding, apply_rotary_pos_emb
     lacks("transformers-gpt-oss", rope, partial=False)
-    cfg = GptOssConfig(hidden_size=2 * rope["head_dim"], head_dim=rope["head_dim"], num_attention_heads=2,
-                       num_key_value_heads=2, rope_parameters=_params(rope),
-                       max_position_embeddings=rope["max_position_embeddings"])
-    cos, sin = GptOssRotaryEmbedding(cfg)(q, positions[None])  # (1, P, D/2) in q's dtype
+    cos, sin = _rotary(GptOssConfig, GptOssRotaryEmbedding, q, positions, rope)  # (1, P, D/2) in q's dtype
     return apply_rotary_pos_emb(q, k, cos, sin)
