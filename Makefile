@@ -72,9 +72,11 @@ $(PRETRAINED_STAMP): $(SMOLLM2_STAMP)
 	touch $@
 
 # The laptop extension sweep is the transfer study's other side; the report reads all four sweeps.
-PRETRAINED_SWEEPS := pretrained pretrained_precision pretrained_passkey pretrained_gemma3 extension
-pretrained: pretrained-install  ## SmolLM2-135M and Gemma 3 270M: RoPE extensions, precision pipelines, transfer from the laptop study (~2.5 h on 2 cores) -> $(RESULTS)/pretrained_report
+# sweep transfer: the laptop proxy in SmolLM2's RoPE geometry (and the unmatched baseline), the matched comparison.
+PRETRAINED_SWEEPS := pretrained pretrained_precision pretrained_passkey pretrained_gemma3 extension transfer
+pretrained: pretrained-install  ## SmolLM2-135M and Gemma 3 270M: RoPE extensions, precision pipelines, transfer from the laptop study (~3.5 h on 2 cores) -> $(RESULTS)/pretrained_report
 	for s in $(PRETRAINED_SWEEPS); do $(PY) -m harness -m sweep=$$s || exit 1; done
+	$(PY) -m harness -m sweep=pretrained pretrained.extension=dynamic pretrained.factor=1.0
 	$(PY) -m harness.report.pretrained $(foreach s,$(PRETRAINED_SWEEPS),$(RESULTS)/$(s)) --out $(RESULTS)/pretrained_report
 
 sweep: install $(if $(filter pretrained%,$(SWEEP)),pretrained-install)  ## train + measure every run of preset SWEEP (default: all encodings, lm), then the report

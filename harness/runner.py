@@ -54,7 +54,8 @@ def measure(model, task, cfg: Config, device, generator, progress, rows):
     rows += _per_length(lambda L: memory.eval_peak_bytes(model, L, device), lens, "peak_mem_bytes",
                         "bytes", "eval")
     knobs = dict(train_len=cfg.train.seq_len, stride=ev.stride, max_tokens=ev.max_tokens,
-                 sliding_max_tokens=ev.sliding_max_tokens, batch_size=ev.batch_size, split=ev.split, device=device)
+                 sliding_max_tokens=ev.sliding_max_tokens, batch_size=ev.batch_size, split=ev.split, device=device,
+                 text_len=max(lens))  # every scoring call of this run reads the same text (variants are paired)
     scored = extrapolation.rows(model, task, lens=lens, protocols=ev.protocols(), progress=progress, **knobs)
     bars = ev.effective_length
     rows += scored + effective_length.rows(scored, train_len=cfg.train.seq_len, threshold=bars.threshold,

@@ -335,3 +335,29 @@ def test_a_ruler_task_is_scored_by_string_match_of_the_greedy_answer_with_its_de
     assert r.value.between(0, 1).all() and {json.loads(p)["decode"] for p in r.params} == {path}
     eff = df[df.metric.str.startswith("effective_len")]
     assert set(eff.protocol) == {"acc:depths", "ruler_all:depths"} and len(eff) == 4
+
+
+def test_every_variant_of_a_run_scores_the_same_text(tmp_path):
+    # none, and every extension at factor 1 (the identity for linear, YaRN and resonance YaRN at lengths <= train:
+    # exactly the trained model), must be scored on the same windows: equal to the bit at every length. Before the
+    # fix each extension call scored one length, so its text started at another seeded offset than the run's.
+    cfg = tiny(tmp_path, **{"eval.multiples": [1, 2, 4], "eval.extension": {
+        "types": ["linear", "dynamic", "resonance_yarn"], "factors": [1, 2]}})
+    assert runner.run(cfg, tmp_path / "run", progress=False)["status"] == "ok"
+    df = results.load(tmp_path / "run")
+    ppl = df[(df.metric == "ppl") & (df.protocol == "nonoverlapping")]
+    p = ppl.params.map(json.loads)
+    key = p.map(lambda q: (q.get("extension", "none"), q.get("factor")))
+    table = ppl.assign(key=key).pivot_table(index="eval_len", columns="key", values="value")
+    assert set(table.index) == {16, 32, 64} and len(table.columns) == 7  # none + 3 variants x 2 factors
+    assert (table[("linear", 1.0)] == table[("none", None)]).all()
+    assert (table[("dynamic", 1.0)].loc[16] == table[("none", None)].loc[16])  # dynamic is the identity up to train
+    assert (table[("linear", 2.0)] != table[("none", None)]).all()
+    # resonance YaRN at factor 1 is YaRN's identity with rounded wavelengths: another encoding, on the same text
+    assert table[("resonance_yarn", 1.0)].loc[16] == pytest.approx(table[("none", None)].loc[16], rel=0.05)
+
+
+def test_resonance_yarn_applies_to_a_trained_rope_only_as_its_subclass():
+    assert extension.applies({"name": "rope"}, "resonance_yarn") and extension.applies({"name": "rope"}, "yarn")
+    assert extension.applies({"name": "rope_resonance"}, "resonance_yarn")
+    assert not extension.applies({"name": "alibi"}, "resonance_yarn")

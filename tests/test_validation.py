@@ -51,7 +51,7 @@ def refused(*overrides):
 
 def test_sections_are_found():
     assert {"", "model", "task", "train", "eval", "eval.extension", "eval.effective_length", "precision",
-            "precision.pipeline", "wandb", "pretrained"} == set(SECTIONS)
+            "precision.pipeline", "wandb", "pretrained", "proxy"} == set(SECTIONS)
 
 
 def test_every_numeric_field_of_every_section_has_a_range():

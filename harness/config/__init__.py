@@ -158,6 +158,15 @@ class WandbConfig:
 
 
 @dataclass
+class ProxyConfig:
+    """Train in a pretrained model's RoPE geometry (conf/proxy/, harness.pretrained.proxy): the YAML interpolates
+    encoding.base and the extension knobs from `target`; `layer_type` picks one RoPE of a per-layer-type model."""
+
+    target: str = "smollm2"  # a shipped checkpoint name, a checkpoint dir, a config.json or a .gguf file
+    layer_type: Optional[str] = None
+
+
+@dataclass
 class Config:
     """One run. `encoding` is {name, **params}; the encoding's constructor signature is its schema."""
 
@@ -170,6 +179,7 @@ class Config:
     wandb: WandbConfig = field(default_factory=WandbConfig)
     # set (pretrained=smollm2): evaluate that pretrained checkpoint instead of training a model (harness.pretrained)
     pretrained: Optional[PretrainedConfig] = None
+    proxy: Optional[ProxyConfig] = None  # set (proxy=smollm2): the RoPE base and extension knobs derived from it
     seed: int = 0  # in [0, 2**32 - 1] (ranges.SEED_MAX)
     # Seeds a sweep preset runs (its sweeper sweeps seed over range(0, seeds)): every comparison is paired
     # by seed, since the seed sets model init, data order and eval windows. Not part of a run dir's name.

@@ -5,10 +5,13 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from harness.config.ranges import RANGES, check, check_section, count
+from harness.names import EXTENSION_VARIANTS
 
 PROTOCOLS = ("nonoverlapping", "sliding", "both")
-# HF rope_types that rescale a trained RoPE at eval time without retraining (not longrope: searched factors)
+# HF rope_types that rescale a trained RoPE at eval time without retraining (not longrope: searched factors):
+# eval.extension.types' default. Every name of harness.names.EXTENSION_VARIANTS but none is a valid entry.
 EXTENSIONS = ("linear", "ntk", "dynamic", "yarn", "llama3")
+VARIANTS = tuple(k for k in EXTENSION_VARIANTS if k != "none")
 
 
 def protocol_list(protocol):
@@ -33,6 +36,7 @@ class ExtensionConfig:
 
     types: List[str] = field(default_factory=lambda: list(EXTENSIONS))
     factor: Any = "auto"  # "auto" = eval_len / train_len, or a number >= 1
+    factors: List[Any] = field(default_factory=list)  # several settings of `factor`, each evaluated (empty: [factor])
     # YaRN counts rotations over the trained context: HF's 32/1 suit 2k-4k contexts; at a train length
     # of 64 no frequency turns 32 times, so every dimension sits in the interpolated/blended part.
     beta_fast: float = 32.0
@@ -48,7 +52,7 @@ class ExtensionConfig:
     def __post_init__(self):
         _choice("eval.extension.protocol", self.protocol, PROTOCOLS)
         for t in self.types:
-            _choice("eval.extension.types entry", t, EXTENSIONS)
+            _choice("eval.extension.types entry", t, VARIANTS)
         check_section("eval.extension", self)
         if "llama3" in self.types and not self.high_freq_factor > self.low_freq_factor:
             raise ValueError(f"eval.extension.high_freq_factor {float(self.high_freq_factor)} must be > "

@@ -58,6 +58,7 @@ RANGES = {
     "eval.throughput_repeats": count(1),
     "eval.warmup": count(0, zero="none"),
     "eval.extension.factor": Range(lo=1, words=("auto",)),
+    "eval.extension.factors": Range(lo=1, words=("auto",), entries="factors"),
     "eval.extension.beta_fast": positive(),
     "eval.extension.beta_slow": positive(),
     "eval.extension.low_freq_factor": positive(),

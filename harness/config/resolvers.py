@@ -56,7 +56,18 @@ def run_name(override_dirname: str) -> str:
     return name
 
 
-RESOLVERS = {"encodings": encodings, "run_name": run_name}
+def proxy_rope(key: str, _root_) -> float:
+    """`${proxy_rope:base}` (or a turn-counted extension knob: beta_fast, beta_slow, low_freq_factor,
+    high_freq_factor): the laptop proxy of the config's proxy.target at its train.seq_len
+    (harness.pretrained.proxy; conf/proxy/)."""
+    from harness.pretrained import proxy  # transformers is imported only when a GGUF target is read
+    if key not in ("base", *proxy.geometry.TURN_KNOBS):
+        raise ValueError(f"unknown proxy_rope key {key!r}; expected one of {['base', *proxy.geometry.TURN_KNOBS]}")
+    p = _root_.proxy
+    return float(proxy.proxy_rope(str(p.target), p.layer_type, int(_root_.train.seq_len))[key])
+
+
+RESOLVERS = {"encodings": encodings, "run_name": run_name, "proxy_rope": proxy_rope}
 
 for _name, _fn in RESOLVERS.items():
     if not OmegaConf.has_resolver(_name):

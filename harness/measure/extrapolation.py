@@ -100,14 +100,17 @@ def by_position_rows(by_pos, eval_len, protocol, width):
 
 
 def lm_rows(model, task, *, train_len, lens, protocols, stride, max_tokens, sliding_max_tokens, batch_size,
-            split, device, progress=True):
+            split, device, progress=True, text_len=None):
     """PPL and beyond-train NLL at every length of `lens` under each protocol, on the task's held-out
-    text of `split` (an LMTask). stride None = train_len // 2; sliding_max_tokens None = max_tokens."""
+    text of `split` (an LMTask). stride None = train_len // 2; sliding_max_tokens None = max_tokens.
+    text_len (default max(lens)): the longest length of the run, which sets where the scored text starts
+    (data.eval_offset): calls that score one length each pass the run's, so every call reads the same text."""
     if stride is not None and stride < 1:  # the config refuses it first; direct callers get the same line
         raise ValueError(f"eval.stride must be >= 1 (null: train_len // 2), got {stride}")
     stride = stride if stride is not None else max(1, train_len // 2)
     lens = sorted(lens)
-    tokens = task.eval_tokens(split, max_tokens + 2 * lens[-1] + 1)  # the sliding protocol's longest span
+    longest = max(lens[-1], text_len or 0)
+    tokens = task.eval_tokens(split, max_tokens + 2 * longest + 1)  # the sliding protocol's longest span
     jobs = [(L, p) for L in lens for p in protocols]
     rows = []
     for L, protocol in tqdm(jobs, desc="eval", disable=not progress, leave=False):
@@ -184,11 +187,11 @@ def synthetic_rows(model, task, *, lens, batch_size, device, progress=True):
 
 
 def rows(model, task, *, train_len, lens, protocols, stride, max_tokens, sliding_max_tokens, batch_size, split,
-         device, progress=True):
+         device, progress=True, text_len=None):
     """The extrapolation rows of `task`: lm_rows for a corpus, synthetic_rows for a generator (which
     uses only lens, batch_size, device and progress of these knobs)."""
     if task.kind == "lm":
         return lm_rows(model, task, train_len=train_len, lens=lens, protocols=protocols, stride=stride,
                        max_tokens=max_tokens, sliding_max_tokens=sliding_max_tokens, batch_size=batch_size,
-                       split=split, device=device, progress=progress)
+                       split=split, device=device, progress=progress, text_len=text_len)
     return synthetic_rows(model, task, lens=lens, batch_size=batch_size, device=device, progress=progress)

@@ -7,9 +7,12 @@ from the uncertainty of both mean vectors, seeds on one side and windows on the 
 each side (paired 95% CI of the difference excludes 0) and, where it is on both, whether the two agree or flip."""
 import json
 
+import numpy as np
 import pandas as pd
 
 from harness import stats, transfer
+from harness.measure.extension import SELF_SCALING
+from harness.pretrained.variants import EXTENSIONS
 
 
 def _params(df):
@@ -29,6 +32,13 @@ def laptop_table(df, ratio):
     return stats.seed_table(d, "variant")
 
 
+def _auto(extension, ratio):
+    """The laptop extension sweep's factor `auto` at this ratio: 1 for none and the self-scaling types (dynamic
+    NTK, harness.measure.extension.SELF_SCALING), else the ratio."""
+    rope_type = EXTENSIONS[extension][1]
+    return 1.0 if rope_type == "default" or rope_type in SELF_SCALING else float(ratio)
+
+
 def real_table(df, ratio, corpus="pystdlib"):
     """(window x variant) bits per byte at `ratio` x the trained context, the harness's RoPE, factor = ratio
     (none and dynamic take 1)."""
@@ -40,7 +50,7 @@ def real_table(df, ratio, corpus="pystdlib"):
         raise ValueError(f"real_table needs the rows of one model; got {sorted(d.model.unique())}")
     p = _params(d)
     ok = p.map(lambda q: q.get("rope_impl") == "harness" and q.get("corpus") == corpus and q.get("pipeline") is None
-               and q["factor"] in (1.0, float(ratio)))
+               and q["factor"] == _auto(q["extension"], ratio))
     return stats.seed_table(d[ok].assign(variant=p[ok].map(lambda q: q["extension"])), "variant")
 
 
@@ -73,3 +83,57 @@ def pairs(toy, real):
 def tau(toy, real, seed=0):
     """harness.transfer.TauInterval of the two orders over the variants both tables have."""
     return transfer.tau_interval(toy, real, seed=seed)
+
+
+# ---- at matched points: sweep `transfer` (the proxy, harness.rope.geometry) against the real model's rows
+
+def label(extension, factor):
+    """A variant's label on both sides, as harness.pretrained.rows.prepare writes it: `none`, `dynamic` (factor 1),
+    `yarn x2`."""
+    return extension if extension == "none" or factor == 1 else f"{extension} x{factor:g}"
+
+
+def proxy_rows(df):
+    """Sweep `transfer`'s PPL rows (nonoverlapping, no fine-tune) as bits per byte (log2 PPL: the laptop models
+    bytes, so both sides are in one unit), with columns variant, base (the trained RoPE's: which geometry) and
+    ratio (eval_len / train_len)."""
+    d = df[(df.sweep == "transfer") & (df.metric == "ppl") & (df.protocol == "nonoverlapping")]
+    if d.empty:
+        return d.assign(variant=[], base=[], ratio=[])
+    p = _params(d)
+    keep = ~p.map(lambda q: "finetune_steps" in q)
+    d, p = d[keep], p[keep]
+    return d.assign(value=np.log2(d.value), variant=p.map(lambda q: label(q.get("extension", "none"),
+                                                                           q.get("factor", 1.0))),
+                    base=p.map(lambda q: float(q["base"])), ratio=d.eval_len / d.train_len)
+
+
+def proxy_table(rows, ratio, model, base):
+    """(seed x variant) bits per byte of one laptop size (`model`) and geometry (`base`) at `ratio` x its train length."""
+    d = rows[(rows.model == model) & (rows.base == base) & (rows.ratio == ratio)]
+    return stats.seed_table(d, "variant") if len(d) else pd.DataFrame()
+
+
+def matched_real_table(d, ratio, corpus="pystdlib"):
+    """(window x variant) bits per byte of prepared real rows (harness.pretrained.rows.prepare: one model) at
+    `ratio` x the trained context, every variant at the factor it was run at (labels as `label`)."""
+    from harness.pretrained.rows import lm_rows
+    b = lm_rows(d, corpus)
+    b = b[b.eval_len == ratio * b.train_len]
+    return stats.seed_table(b, "variant") if len(b) else pd.DataFrame()
+
+
+def cells(rows, real, ratios=(1.5, 2)):
+    """One row per (geometry base, laptop model, ratio) of the proxy rows: τ with its interval against the real
+    table at that ratio (real: {ratio: window x variant}), the pair outcomes and n on both sides."""
+    out = []
+    for (base, model), _ in rows.groupby(["base", "model"]):
+        for ratio in ratios:
+            toy, r = proxy_table(rows, ratio, model, base), real.get(ratio, pd.DataFrame())
+            if toy.empty or r.empty:
+                continue
+            t, pr = tau(toy, r), pairs(toy, r)
+            out.append(dict(base=base, model=model, ratio=ratio, tau=t, pairs=pr, toy=toy, real=r,
+                            **{k: int((pr.outcome == k).sum()) for k in ("agree", "flip")},
+                            open=int(pr.outcome.str.startswith("not").sum())))
+    return out

@@ -6,20 +6,11 @@ import inspect
 
 from harness import encodings
 from harness.hf_config import rope_from_hf
-from harness.measure.extension import SELF_SCALING
+from harness.names import EXTENSION_VARIANTS
 from harness.rope import ROPE_INIT_FUNCTIONS
 
-# name -> (encoding, rope_type). `none` is the checkpoint's own RoPE; `resonance_yarn` is YaRN with every
-# wavelength rounded to an integer (Wang et al. 2024, arXiv 2403.00071, their ResonanceYaRN).
-EXTENSIONS = {
-    "none": ("rope", "default"),
-    "linear": ("rope", "linear"),          # PI, Chen et al. 2023 (arXiv 2306.15595)
-    "ntk": ("rope", "ntk"),                # static NTK-aware base, bloc97 2023
-    "dynamic": ("rope", "dynamic"),        # dynamic NTK (HF's `dynamic`)
-    "yarn": ("rope", "yarn"),              # Peng et al. 2023 (arXiv 2309.00071)
-    "llama3": ("rope", "llama3"),          # Llama 3.1 (arXiv 2407.21783)
-    "resonance_yarn": ("rope_resonance", "yarn"),
-}
+# name -> (encoding, rope_type), harness.names.EXTENSION_VARIANTS with the checkpoint's RoPE as `rope`
+EXTENSIONS = {k: (enc or "rope", t) for k, (enc, t) in EXTENSION_VARIANTS.items()}
 # HF's defaults where our functions take them as knobs (transformers/modeling_rope_utils.py)
 HF_DEFAULTS = dict(beta_fast=32.0, beta_slow=1.0, low_freq_factor=1.0, high_freq_factor=4.0)
 
@@ -30,10 +21,10 @@ def trained_len(hf_config: dict) -> int:
 
 
 def factor_for(extension, factor):
-    """The factor a variant applies: none takes none (1); dynamic NTK rescales by length / trained length
-    itself, so its HF factor is 1, as in the laptop study (harness.measure.extension.SELF_SCALING)."""
-    rope_type = EXTENSIONS[extension][1]
-    return 1.0 if rope_type == "default" or rope_type in SELF_SCALING else float(factor)
+    """The factor a variant applies: none takes none (1); every other its HF `factor`. Dynamic NTK's factor
+    multiplies its own length / trained length ratio (HF's _compute_dynamic_ntk_parameters), so at factor 2 it
+    differs from static NTK x2; at factor 1 it equals static NTK at that ratio (rows record the applied factor)."""
+    return 1.0 if EXTENSIONS[extension][1] == "default" else float(factor)
 
 
 LAYERS = ("all", "global")  # which layers an extension applies to: every layer, or the full-attention ones only

@@ -15,6 +15,7 @@ import pandas as pd
 from harness import results, stats
 from harness.pretrained import checkpoint, transfer
 from harness.pretrained.rows import lm_rows, order as _order, prepare
+from harness.report import pretrained_transfer
 from harness.report.pretrained_plots import figure
 
 BLOCK = re.compile(r"(<!-- pretrained-table: (\S+) -->\n)(.*?)(<!-- /pretrained-table -->)", re.S)
@@ -167,6 +168,7 @@ def model_section(d, laptop=None, out=None, made=None):
         md += ["### Does the laptop study predict the real model?\n"]
         for ratio in (2, 4):
             md += transfer_lines(d, laptop, ratio)[0] + [""]
+        md += pretrained_transfer.section(d, laptop, out, made)
     if out is not None:
         name = f"pretrained_{_slug(r.model)}.png"
         figure(d, out, made if made is not None else [], name)
@@ -219,6 +221,9 @@ def readme_block(df, laptop):
         if laptop is not None and b.variant.nunique() > 1:
             t = transfer_lines(dm, laptop, 2)[0]
             lines += ["Laptop study → real model: " + t[0], "", *t[2:], ""]
+            matched = pretrained_transfer.readme_lines(dm, laptop)
+            lines += ["At matched RoPE geometry (the laptop proxy, sweep `transfer`): " + matched[0], *matched[1:]] \
+                if matched else []
     return "\n".join(lines).rstrip("\n") + "\n\n"
 
 

@@ -1,0 +1,165 @@
+"""The pretrained report's transfer section at matched points: sweep `transfer` (the laptop proxy of the real model's
+RoPE geometry, and the same runs in the laptop's own geometry as the baseline) against the real model's rows at 1.5x
+and 2x its trained context (harness.pretrained.transfer.cells), as markdown and one scatter figure of the pairs."""
+import math
+
+import numpy as np
+
+from harness.pretrained import transfer
+from harness.report.plots import save, style
+from harness.rope import geometry
+
+LINTHRESH = 0.01  # bits per byte: the figure's axes are linear inside it
+
+
+def FORMAT(v, _=None):
+    return f"{v:g}"
+
+
+def _scale(rows, model):
+    """'ladder16x (1.3M parameters, 1137 steps, 1.2M tokens)' of a laptop size, from its rows."""
+    r = rows[rows.model == model]
+
+    def one(metric):
+        v = r[r.metric == metric].value
+        return float(v.iloc[0]) if len(v) else math.nan
+    return (f"{model} ({one('n_params') / 1e6:.2f}M parameters, {one('train_steps'):.0f} steps, "
+            f"{one('train_tokens') / 1e6:.2f}M tokens)")
+
+
+def _geometry(base, head_dim, train_len):
+    k = geometry.critical_dim(head_dim, base, train_len)
+    return f"base {base:.4g}: {k} of {head_dim} dims turned in {train_len}"
+
+
+def _tau(t):
+    return f"{t.tau:+.2f} [{t.lo:+.2f}, {t.hi:+.2f}]"
+
+
+def _diff(x):
+    return "—" if x.n < 2 else f"{x.diff:+.3f} [{x.lo:+.3f}, {x.hi:+.3f}]{' *' if x.significant else ''}"
+
+
+def cells(df, d):
+    """cells of the committed rows: df all rows (sweep transfer among them), d the real model's prepared rows."""
+    rows = transfer.proxy_rows(df)
+    real = {r: transfer.matched_real_table(d, r) for r in (1.5, 2)}
+    scale = {m: _scale(df[df.sweep == "transfer"], m) for m in rows.model.unique()}
+    hd = {m: int(rows[rows.model == m].head_dim.iloc[0]) for m in rows.model.unique()}
+    L = int(rows.train_len.iloc[0]) if len(rows) else 0
+    out = transfer.cells(rows, real)
+    for c in out:
+        c["scale"], c["geometry"] = scale[c["model"]], _geometry(c["base"], hd[c["model"]], L)
+        c["matched"] = not math.isclose(c["base"], 10000.0)
+    return out
+
+
+def summary_lines(cs, real_model, real_len):
+    """Markdown: one row per (geometry, laptop size, ratio): τ-b with its interval and the pair outcomes."""
+    if not cs:
+        return []
+    lines = [f"Kendall τ-b between the laptop's mean order of the variants (bits per byte = log2 PPL, n = seeds) and "
+             f"{real_model}'s (bits per byte, n = windows) at the same ratio of evaluation length to trained context ({real_len} tokens "
+             f"on the real model), every variant at the factor the real model ran it at; 95% interval from the "
+             f"uncertainty of both mean vectors (harness.transfer). Pairs: agree / flip = the order is established "
+             f"(paired 95% CI excludes 0) on both sides; open = not established on at least one.\n",
+             "| laptop geometry | laptop size | ratio | variants | n (laptop, real) | τ-b [95%] | agree | flip | open |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for c in sorted(cs, key=lambda c: (not c["matched"], c["model"] != "tiny", c["ratio"])):
+        t = c["tau"]
+        lines.append(f"| {'matched' if c['matched'] else 'unmatched'} ({c['geometry']}) | {c['scale']} | "
+                     f"{c['ratio']:g}x | {t.n_variants} | {t.n_seeds_a}, {t.n_seeds_b} | {_tau(t)} | {c['agree']} | "
+                     f"{c['flip']} | {c['open']} |")
+    return lines + [""]
+
+
+def pair_lines(c):
+    """Markdown: the pairs of one cell, each side's paired difference."""
+    lines = [f"Pairs, {'matched' if c['matched'] else 'unmatched'} geometry, {c['model']}, {c['ratio']:g}x "
+             f"(laptop Δ bits per byte over n = {c['tau'].n_seeds_a} seeds, real Δ bits per byte over n = {c['tau'].n_seeds_b} "
+             f"windows; * = the paired 95% CI excludes 0):\n",
+             "| pair (a − b) | laptop Δ | real Δ | outcome |", "|---|---|---|---|"]
+    return lines + [f"| {r.a} − {r.b} | {_diff(r.laptop)} | {_diff(r.real)} | {r.outcome} |"
+                    for r in c["pairs"].itertuples()] + [""]
+
+
+def figure(cs, out, made, name="transfer_matched.png"):
+    """One panel per laptop size at 2x: every pair's laptop Δ against its real Δ, with both 95% CIs, matched
+    geometry and the unmatched baseline in two colours. Points in the upper-right and lower-left quadrants agree
+    in sign."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+    at2 = [c for c in cs if c["ratio"] == 2]
+    models = sorted({c["model"] for c in at2}, key=lambda m: m != "tiny")
+    if not models:
+        return None
+    fig, axes = plt.subplots(1, len(models), figsize=(6.2 * len(models), 5.2), squeeze=False)
+    for ax, m in zip(axes[0], models):
+        lim = LINTHRESH
+        for i, c in enumerate(sorted((c for c in at2 if c["model"] == m), key=lambda c: not c["matched"])):
+            pr = c["pairs"]
+            x = np.array([p.diff for p in pr.laptop]), np.array([[p.diff - p.lo, p.hi - p.diff] for p in pr.laptop]).T
+            y = np.array([p.diff for p in pr.real]), np.array([[p.diff - p.lo, p.hi - p.diff] for p in pr.real]).T
+            kind = "matched" if c["matched"] else "unmatched"
+            ax.errorbar(x[0], y[0], xerr=x[1], yerr=y[1], fmt="o", ms=4, lw=0.8, alpha=0.75, color=style(i)[0],
+                        label=f"{kind} ({c['geometry']}): τ-b {_tau(c['tau'])}")
+            lim = max(lim, *np.abs(x[0]) + x[1].max(axis=0), *np.abs(y[0]) + y[1].max(axis=0))
+        ax.axhline(0, color="0.3", lw=0.8)
+        ax.axvline(0, color="0.3", lw=0.8)
+        lim *= 1.3
+        ax.plot([-lim, lim], [-lim, lim], color="0.6", lw=0.8, ls=":", label="equal Δ on both sides")
+        for axis in ("x", "y"):  # linear within ±0.01 bits per byte, logarithmic beyond: pairs differ by 1000x
+            getattr(ax, f"set_{axis}scale")("symlog", linthresh=LINTHRESH)
+            getattr(ax, f"set_{axis}lim")(-lim, lim)
+            getattr(ax, f"{axis}axis").set_major_formatter(FuncFormatter(FORMAT))
+        ax.set(xlabel="laptop: Δ bits per byte of the pair (a − b), paired over seeds",
+               ylabel="real model: Δ bits per byte (a − b), paired over windows",
+               title=f"every pair of variants at 2x the trained context, laptop {m}\n(bars: paired 95% CIs; "
+                     f"upper-right and lower-left quadrants agree in sign)")
+        ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.13))
+    save(fig, out, name, made)
+    return name
+
+
+def _fmt(c):
+    return f"τ-b = {_tau(c['tau'])} (n = {c['tau'].n_seeds_a} seeds, {c['tau'].n_seeds_b} windows)"
+
+
+def compute_line(cs):
+    """One sentence: τ at the smallest and the largest laptop size, matched geometry, 2x (does compute help?)."""
+    m = {c["model"]: c for c in cs if c["matched"] and c["ratio"] == 2}
+    if len(m) < 2:
+        return []
+    lo, hi = sorted(m.values(), key=lambda c: c["model"] != "tiny")[:2]
+    overlap = lo["tau"].lo <= hi["tau"].hi and hi["tau"].lo <= lo["tau"].hi
+    return [f"Does more laptop compute help? At matched geometry and 2x: {lo['model']} {_fmt(lo)}, {hi['model']} "
+            f"{_fmt(hi)}; the two intervals {'overlap: these runs cannot tell' if overlap else 'do not overlap'} "
+            f"whether 16x the compute changes the transfer.", ""]
+
+
+def section(d, df, out=None, made=None):
+    """Markdown lines of the matched-points transfer (empty without sweep `transfer` rows or real variants)."""
+    cs = cells(df, d)
+    if not cs:
+        return []
+    real_len = int(2 * d.train_len.iloc[0])
+    md = ["### Transfer at matched RoPE geometry\n",
+          "The laptop proxy (`make sweep SWEEP=transfer`, conf/proxy/) is trained at 64 bytes with the RoPE base that "
+          "puts its critical dimension (Liu et al. 2023, arXiv 2310.05209) at the real model's share of the head, "
+          "and YaRN's and Llama 3's turn-counted knobs carried to that base (harness.rope.geometry); the unmatched "
+          "baseline is the same runs with the laptop's base 1e4. Both are scored on the Python stdlib, as the real "
+          "model is. The real model's scale is in its section's first line; the laptop's in the table.\n",
+          *summary_lines(cs, d.model.iloc[0], real_len), *compute_line(cs)]
+    for c in cs:
+        if c["matched"] and c["ratio"] == 2:
+            md += pair_lines(c)
+    if out is not None:
+        name = figure(cs, out, made if made is not None else [])
+        md += [f"![transfer at matched geometry]({name})\n"] if name else []
+    return md
+
+
+def readme_lines(d, df):
+    """The README's lines: the summary table and the compute sentence."""
+    cs = cells(df, d)
+    return [*summary_lines(cs, d.model.iloc[0], int(2 * d.train_len.iloc[0])), *compute_line(cs)] if cs else []
