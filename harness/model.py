@@ -160,12 +160,12 @@ class Transformer(nn.Module):
         return self.head(self.ln_f(x))
 
 
-def from_config(model_cfg, encoding):
-    """Transformer from a ModelConfig and an encoding dict {name, **params}."""
+def from_config(model_cfg, encoding, vocab_size=VOCAB_SIZE):
+    """Transformer from a ModelConfig and an encoding dict {name, **params}; vocab_size: the task's (bytes: 256)."""
     params = {k: v for k, v in encoding.items() if k != "name"}
     enc = encodings.build(encoding["name"], d_model=model_cfg.d_model, n_heads=model_cfg.n_heads,
                           head_dim=model_cfg.head_dim, n_layers=model_cfg.n_layers, **params)
     return Transformer(encoding=enc, n_layers=model_cfg.n_layers, d_model=model_cfg.d_model,
                        n_heads=model_cfg.n_heads, head_dim=model_cfg.head_dim, attention=model_cfg.attention,
-                       mlp_ratio=model_cfg.mlp_ratio, qk_norm=model_cfg.qk_norm,
+                       mlp_ratio=model_cfg.mlp_ratio, qk_norm=model_cfg.qk_norm, vocab_size=vocab_size,
                        attention_impl=model_cfg.attention_impl)

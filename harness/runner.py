@@ -238,7 +238,7 @@ def _train_and_measure(cfg: Config, run_dir, run_id, progress, chash):
         if cfg.threads:  # inside: a count torch refuses fails this run in one line (harness.__main__ checks first)
             torch.set_num_threads(cfg.threads)
         task = tasks.build(cfg.task, cfg.seed)
-        net = model_lib.from_config(cfg.model, cfg.encoding).to(device)
+        net = model_lib.from_config(cfg.model, cfg.encoding, vocab_size=task.vocab_size).to(device)
         fit = train.fit(net, task, cfg.train, generator, device, progress, desc=f"train {cfg.encoding['name']}")
     except Exception as e:  # noqa: BLE001 - recorded as 'failed'; the sweep's other runs go on; exit code says so
         status = {"status": "failed", "message": f"{type(e).__name__}: {e}", "run_id": run_id,
@@ -281,7 +281,7 @@ def _cost_rows(net, cfg: Config, tokens):
     """The run's scale: trainable parameters, training tokens and training FLOPs (harness.measure.cost)."""
     m = cfg.model
     flops = cost.training_flops(n_layers=m.n_layers, d_model=m.d_model, d_attn=m.n_heads * m.head_dim,
-                                mlp_ratio=m.mlp_ratio, vocab=model_lib.VOCAB_SIZE, seq_len=cfg.train.seq_len,
+                                mlp_ratio=m.mlp_ratio, vocab=net.tok.num_embeddings, seq_len=cfg.train.seq_len,
                                 tokens=tokens)
     return [_rows("n_params", cost.trainable_params(net), "parameters"), _rows("train_tokens", tokens, "tokens"),
             _rows("train_flops", flops, "FLOPs")]

@@ -57,6 +57,9 @@ class TaskConfig:
     corpus: str = "kjv"  # lm: kjv | pystdlib | a file or folder path | hf:<name> (cached only)
     params: Dict[str, Any] = field(default_factory=dict)  # synthetic generator keyword arguments
     min_len: Optional[int] = None  # synthetic: train lengths drawn from [min_len, train.seq_len]
+    # lm: a pretrained checkpoint's tokenizer (a shipped name, a checkpoint dir or .gguf) instead of bytes; lengths
+    # (train.seq_len, eval lengths) then count its tokens (harness.tasks.tokens)
+    tokenizer: Optional[str] = None
     eval_samples: int = 64  # synthetic: sequences per evaluated length (and per passkey depth)
     depths: List[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])  # passkey
 
@@ -66,6 +69,9 @@ class TaskConfig:
         unknown = sorted(set(self.params) - set(takes))
         if unknown:
             raise ValueError(f"task {self.name!r} does not take task.params {unknown}; its parameters: {takes}")
+        if self.tokenizer is not None and self.name != "lm":
+            raise ValueError(f"task.tokenizer applies to task lm (a corpus); task {self.name!r} generates bytes: "
+                             f"leave it null")
         check_section("task", self)
         check_finite("task.params", dict(self.params))  # their ranges: the generator's own checks (tasks.check)
 
@@ -198,6 +204,9 @@ class Config:
         check_encoding(self.encoding)  # before anything builds it (runner.check, the model)
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ValueError(f"unknown device {self.device!r}; expected cpu or cuda[:N]")
+        if self.task.tokenizer and self.eval.lm_eval_tasks:
+            raise ValueError(f"eval.lm_eval_tasks feed the model bytes; task.tokenizer={self.task.tokenizer} trains "
+                             f"it on tokens: leave one of them empty")
         if self.pretrained is None:
             _check_memory(self.model, self.device)
 

@@ -45,6 +45,9 @@ def load_run(run_dir):
                          f"got {got}")
     try:
         cfg = config_lib.from_dict(ckpt["config"])
+        if cfg.task.tokenizer:
+            raise ValueError(f"lm-eval feeds the model bytes; this run was trained on task.tokenizer="
+                             f"{cfg.task.tokenizer} tokens")
         net = model_lib.from_config(cfg.model, cfg.encoding)
         net.load_state_dict(ckpt["state_dict"])
     # OmegaConf's ValidationError / ConfigKeyError (ValueError, KeyError), our validation (ValueError), a

@@ -93,11 +93,12 @@ def label(extension, factor):
     return extension if extension == "none" or factor == 1 else f"{extension} x{factor:g}"
 
 
-def proxy_rows(df):
-    """Sweep `transfer`'s PPL rows (nonoverlapping, no fine-tune) as bits per byte (log2 PPL: the laptop models
-    bytes, so both sides are in one unit), with columns variant, base (the trained RoPE's: which geometry) and
-    ratio (eval_len / train_len)."""
-    d = df[(df.sweep == "transfer") & (df.metric == "ppl") & (df.protocol == "nonoverlapping")]
+def proxy_rows(df, sweep="transfer"):
+    """A transfer sweep's PPL rows (nonoverlapping, no fine-tune) as log2 PPL: bits per byte for sweep `transfer`
+    (the laptop models bytes), bits per token for `transfer_tokens` (SmolLM2's tokens), so each compares with the
+    real model's rows in one unit; with columns variant, base (the trained RoPE's: which geometry) and ratio
+    (eval_len / train_len)."""
+    d = df[(df.sweep == sweep) & (df.metric == "ppl") & (df.protocol == "nonoverlapping")]
     if d.empty:
         return d.assign(variant=[], base=[], ratio=[])
     p = _params(d)
@@ -114,12 +115,14 @@ def proxy_table(rows, ratio, model, base):
     return stats.seed_table(d, "variant") if len(d) else pd.DataFrame()
 
 
-def matched_real_table(d, ratio, corpus="pystdlib"):
-    """(window x variant) bits per byte of prepared real rows (harness.pretrained.rows.prepare: one model) at
-    `ratio` x the trained context, every variant at the factor it was run at (labels as `label`)."""
-    from harness.pretrained.rows import lm_rows
-    b = lm_rows(d, corpus)
+def matched_real_table(d, ratio, corpus="pystdlib", unit="byte"):
+    """(window x variant) bits per byte (unit byte) or per token (unit token: log2 of its per-token PPL) of prepared
+    real rows (harness.pretrained.rows.prepare: one model) at `ratio` x the trained context, every variant at the
+    factor it was run at (labels as `label`)."""
+    b = d[(d.metric == ("bpb" if unit == "byte" else "ppl")) & (d.rope_impl == "harness") & (d.corpus == corpus)
+          & d.pipeline.isna()]
     b = b[b.eval_len == ratio * b.train_len]
+    b = b if unit == "byte" else b.assign(value=np.log2(b.value))
     return stats.seed_table(b, "variant") if len(b) else pd.DataFrame()
 
 

@@ -40,11 +40,19 @@ def _diff(x):
     return "—" if x.n < 2 else f"{x.diff:+.3f} [{x.lo:+.3f}, {x.hi:+.3f}]{' *' if x.significant else ''}"
 
 
+SWEEPS = {"transfer": "byte", "transfer_tokens": "token"}  # the proxy sweeps and the unit their lengths count
+
+
 def cells(df, d):
-    """cells of the committed rows: df all rows (sweep transfer among them), d the real model's prepared rows."""
-    rows = transfer.proxy_rows(df)
-    real = {r: transfer.matched_real_table(d, r) for r in (1.5, 2)}
-    scale = {m: _scale(df[df.sweep == "transfer"], m) for m in rows.model.unique()}
+    """cells of the committed rows: df all rows (the transfer sweeps among them), d the real model's prepared rows;
+    each cell's `unit`: what its lengths and bits count (bytes, or the real model's tokens)."""
+    return [dict(c, unit=unit) for sweep, unit in SWEEPS.items() for c in _cells(df, d, sweep, unit)]
+
+
+def _cells(df, d, sweep, unit):
+    rows = transfer.proxy_rows(df, sweep)
+    real = {r: transfer.matched_real_table(d, r, unit=unit) for r in (1.5, 2)}
+    scale = {m: _scale(df[df.sweep == sweep], m) for m in rows.model.unique()}
     hd = {m: int(rows[rows.model == m].head_dim.iloc[0]) for m in rows.model.unique()}
     L = int(rows.train_len.iloc[0]) if len(rows) else 0
     out = transfer.cells(rows, real)
@@ -58,16 +66,17 @@ def summary_lines(cs, real_model, real_len):
     """Markdown: one row per (geometry, laptop size, ratio): τ-b with its interval and the pair outcomes."""
     if not cs:
         return []
-    lines = [f"Kendall τ-b between the laptop's mean order of the variants (bits per byte = log2 PPL, n = seeds) and "
-             f"{real_model}'s (bits per byte, n = windows) at the same ratio of evaluation length to trained context ({real_len} tokens "
-             f"on the real model), every variant at the factor the real model ran it at; 95% interval from the "
+    lines = [f"Kendall τ-b between the laptop's mean order of the variants (log2 PPL, n = seeds) and {real_model}'s "
+             f"(n = windows) in one unit: bits per byte where the laptop models bytes, bits per token where it models "
+             f"{real_model}'s tokens; at the same ratio of evaluation length to trained context ({real_len} tokens "
+             f"on the real model at 2x), every variant at the factor the real model ran it at; 95% interval from the "
              f"uncertainty of both mean vectors (harness.transfer). Pairs: agree / flip = the order is established "
              f"(paired 95% CI excludes 0) on both sides; open = not established on at least one.\n",
-             "| laptop geometry | laptop size | ratio | variants | n (laptop, real) | τ-b [95%] | agree | flip | open |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for c in sorted(cs, key=lambda c: (not c["matched"], c["model"] != "tiny", c["ratio"])):
+             "| unit | laptop geometry | laptop size | ratio | variants | n (laptop, real) | τ-b [95%] | agree | flip | "
+             "open |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in sorted(cs, key=lambda c: (c["unit"], not c["matched"], c["model"] != "tiny", c["ratio"])):
         t = c["tau"]
-        lines.append(f"| {'matched' if c['matched'] else 'unmatched'} ({c['geometry']}) | {c['scale']} | "
+        lines.append(f"| {c['unit']} | {'matched' if c['matched'] else 'unmatched'} ({c['geometry']}) | {c['scale']} | "
                      f"{c['ratio']:g}x | {t.n_variants} | {t.n_seeds_a}, {t.n_seeds_b} | {_tau(t)} | {c['agree']} | "
                      f"{c['flip']} | {c['open']} |")
     return lines + [""]
@@ -75,9 +84,10 @@ def summary_lines(cs, real_model, real_len):
 
 def pair_lines(c):
     """Markdown: the pairs of one cell, each side's paired difference."""
-    lines = [f"Pairs, {'matched' if c['matched'] else 'unmatched'} geometry, {c['model']}, {c['ratio']:g}x "
-             f"(laptop Δ bits per byte over n = {c['tau'].n_seeds_a} seeds, real Δ bits per byte over n = {c['tau'].n_seeds_b} "
-             f"windows; * = the paired 95% CI excludes 0):\n",
+    u = c["unit"]
+    lines = [f"Pairs, {'matched' if c['matched'] else 'unmatched'} geometry, {c['model']}, {c['ratio']:g}x, in {u}s "
+             f"(laptop Δ bits per {u} over n = {c['tau'].n_seeds_a} seeds, real Δ bits per {u} over n = "
+             f"{c['tau'].n_seeds_b} windows; * = the paired 95% CI excludes 0):\n",
              "| pair (a − b) | laptop Δ | real Δ | outcome |", "|---|---|---|---|"]
     return lines + [f"| {r.a} − {r.b} | {_diff(r.laptop)} | {_diff(r.real)} | {r.outcome} |"
                     for r in c["pairs"].itertuples()] + [""]
@@ -90,13 +100,14 @@ def figure(cs, out, made, name="transfer_matched.png"):
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter
     at2 = [c for c in cs if c["ratio"] == 2]
-    models = sorted({c["model"] for c in at2}, key=lambda m: m != "tiny")
-    if not models:
+    panels = sorted({(c["unit"], c["model"]) for c in at2}, key=lambda k: (k[0], k[1] != "tiny"))
+    if not panels:
         return None
-    fig, axes = plt.subplots(1, len(models), figsize=(6.2 * len(models), 5.2), squeeze=False)
-    for ax, m in zip(axes[0], models):
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 5.6), squeeze=False)
+    for ax, (u, m) in zip(axes[0], panels):
         lim = LINTHRESH
-        for i, c in enumerate(sorted((c for c in at2 if c["model"] == m), key=lambda c: not c["matched"])):
+        here = [c for c in at2 if (c["unit"], c["model"]) == (u, m)]
+        for i, c in enumerate(sorted(here, key=lambda c: not c["matched"])):
             pr = c["pairs"]
             x = np.array([p.diff for p in pr.laptop]), np.array([[p.diff - p.lo, p.hi - p.diff] for p in pr.laptop]).T
             y = np.array([p.diff for p in pr.real]), np.array([[p.diff - p.lo, p.hi - p.diff] for p in pr.real]).T
@@ -108,13 +119,13 @@ def figure(cs, out, made, name="transfer_matched.png"):
         ax.axvline(0, color="0.3", lw=0.8)
         lim *= 1.3
         ax.plot([-lim, lim], [-lim, lim], color="0.6", lw=0.8, ls=":", label="equal Δ on both sides")
-        for axis in ("x", "y"):  # linear within ±0.01 bits per byte, logarithmic beyond: pairs differ by 1000x
+        for axis in ("x", "y"):  # linear within ±0.01 bits, logarithmic beyond: pairs differ by 1000x
             getattr(ax, f"set_{axis}scale")("symlog", linthresh=LINTHRESH)
             getattr(ax, f"set_{axis}lim")(-lim, lim)
             getattr(ax, f"{axis}axis").set_major_formatter(FuncFormatter(FORMAT))
-        ax.set(xlabel="laptop: Δ bits per byte of the pair (a − b), paired over seeds",
-               ylabel="real model: Δ bits per byte (a − b), paired over windows",
-               title=f"every pair of variants at 2x the trained context, laptop {m}\n(bars: paired 95% CIs; "
+        ax.set(xlabel=f"laptop: Δ bits per {u} of the pair (a − b), paired over seeds",
+               ylabel=f"real model: Δ bits per {u} (a − b), paired over windows",
+               title=f"pairs of variants at 2x the trained context, laptop {m} in {u}s\n(bars: paired 95% CIs; "
                      f"upper-right and lower-left quadrants agree in sign)")
         ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.13))
     save(fig, out, name, made)
@@ -127,7 +138,7 @@ def _fmt(c):
 
 def compute_line(cs):
     """One sentence: τ at the smallest and the largest laptop size, matched geometry, 2x (does compute help?)."""
-    m = {c["model"]: c for c in cs if c["matched"] and c["ratio"] == 2}
+    m = {c["model"]: c for c in cs if c["matched"] and c["ratio"] == 2 and c["unit"] == "byte"}
     if len(m) < 2:
         return []
     lo, hi = sorted(m.values(), key=lambda c: c["model"] != "tiny")[:2]
@@ -147,10 +158,12 @@ def section(d, df, out=None, made=None):
           "The laptop proxy (`make sweep SWEEP=transfer`, conf/proxy/) is trained at 64 bytes with the RoPE base that "
           "puts its critical dimension (Liu et al. 2023, arXiv 2310.05209) at the real model's share of the head, "
           "and YaRN's and Llama 3's turn-counted knobs carried to that base (harness.rope.geometry); the unmatched "
-          "baseline is the same runs with the laptop's base 1e4. Both are scored on the Python stdlib, as the real "
-          "model is. The real model's scale is in its section's first line; the laptop's in the table.\n",
+          "baseline is the same runs with the laptop's base 1e4. Sweep `transfer_tokens` trains the same proxy on "
+          "the real model's own tokens (task.tokenizer), 64 of them, so that 2x means the same unit on both sides. "
+          "All are scored on the Python stdlib, as the real model is. The real model's scale is in its section's "
+          "first line; the laptop's in the table.\n",
           *summary_lines(cs, d.model.iloc[0], real_len), *compute_line(cs)]
-    for c in cs:
+    for c in sorted(cs, key=lambda c: (c["unit"], c["model"] != "tiny")):
         if c["matched"] and c["ratio"] == 2:
             md += pair_lines(c)
     if out is not None:

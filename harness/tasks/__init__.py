@@ -12,7 +12,8 @@ TASK_NAMES = (LM, *sorted(synthetic.TASKS))  # what config's `task` may name
 
 
 class LMTask:
-    """Language modelling on a byte corpus: random windows for training, the val split for evaluation."""
+    """Language modelling on a corpus, in bytes or (task.tokenizer) in a checkpoint's tokens: random windows for
+    training, the val split for evaluation. vocab_size: the model's embedding rows (256 for bytes)."""
 
     kind = "lm"
 
@@ -21,7 +22,12 @@ class LMTask:
         self.data = data
         self.seed = seed
         self.corpus = data.load_corpus(task_cfg.corpus)
-        self.splits = data.split(self.corpus.data)
+        self.tokenizer = task_cfg.tokenizer
+        if self.tokenizer:  # each byte split tokenized on its own: no token straddles two splits
+            from harness.tasks import tokens
+            self.splits, self.vocab_size = tokens.splits(self.corpus, self.tokenizer)
+        else:
+            self.splits, self.vocab_size = data.split(self.corpus.data), 256
 
     def eval_tokens(self, split, need):
         """The held-out text this seed scores: the split from a seeded offset on (data.eval_offset)."""
@@ -32,16 +38,24 @@ class LMTask:
     def check(task_cfg, train_len):
         from harness.tasks import data  # as in __init__: harness.tasks.data is imported only where a corpus is read
         data.check_corpus(task_cfg.corpus)
+        if task_cfg.tokenizer:
+            from harness.tasks import tokens
+            tokens.check(task_cfg.tokenizer)
 
     @staticmethod
     def data_identity(task_cfg):
-        """What the config does not say about the data: the corpus bytes (a file edited in place)."""
+        """What the config does not say about the data: the corpus bytes (a file edited in place), and the
+        tokenizer's file when there is one (another checkpoint at the same path)."""
         from harness.tasks import data
-        return {"corpus_sha256": data.load_corpus(task_cfg.corpus).sha256}
+        out = {"corpus_sha256": data.load_corpus(task_cfg.corpus).sha256}
+        if task_cfg.tokenizer:
+            from harness.tasks import tokens
+            out["tokenizer"] = tokens.identity(task_cfg.tokenizer)
+        return out
 
     def describe(self):
         return {"corpus": self.corpus.name, "source": self.corpus.source, "sha256": self.corpus.sha256,
-                "bytes": len(self.corpus.data)}
+                "bytes": len(self.corpus.data), **({"tokenizer": self.tokenizer} if self.tokenizer else {})}
 
     def train_batch(self, batch_size, seq_len, generator):
         """(x, y, mask, pos): (B, T) int64 inputs and targets; every target scored; default positions."""
@@ -61,6 +75,7 @@ class SyntheticTask:
     """A generator from harness.tasks.synthetic: train lengths in [min_len, seq_len], test up to 16x."""
 
     kind = "synthetic"
+    vocab_size = 256  # bytes
 
     def __init__(self, task_cfg, seed):
         self.module = synthetic
