@@ -56,6 +56,21 @@ def test_tau_interval_covers_the_true_tau(noise, swap):
     assert _coverage(noise, "hull", swap) >= 0.9
 
 
+def test_tau_interval_covers_a_middling_tau_with_unequal_n():
+    # the laptop-to-real comparison's shape: 7 variants, 3 seeds on one side and 4 windows on the other, a true τ
+    # of 11/21 (5 of 21 pairs swapped in a planted order), noise 1.5x the gap between neighbouring means
+    mu_a = np.arange(7.0)
+    mu_b = mu_a[[2, 0, 1, 5, 3, 6, 4]]
+    true = scipy.stats.kendalltau(mu_a, mu_b).statistic
+    rng, hits = np.random.default_rng(1), 0
+    for s in range(100):
+        ta = pd.DataFrame(mu_a + rng.normal(0, 1.0, (3, 1)) + rng.normal(0, 1.5, (3, 7)))
+        tb = pd.DataFrame(mu_b + rng.normal(0, 1.0, (4, 1)) + rng.normal(0, 1.5, (4, 7)))
+        t = transfer.tau_interval(ta, tb, n_draws=500, seed=s)
+        hits += t.lo - 1e-12 <= true <= t.hi + 1e-12
+    assert true == pytest.approx(11 / 21) and hits >= 90
+
+
 def test_the_draws_own_interval_would_not():
     assert _coverage(1.5, "draws") < 0.5  # why the interval is reflected (module docstring)
 
