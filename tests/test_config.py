@@ -81,7 +81,7 @@ AXES = {
     "qk_norm": {"seed": range(3), "encoding": ["rope", "nope"], "model.qk_norm": ["rms", "l2"]},
     "sizes": {"seed": range(3), "model": ["tiny", "small", "base"], "encoding": ["rope", "alibi"]},
     "transfer": {"seed": range(3), "budget": ["16x", "1x"], "proxy": ["smollm2", "none"]},
-    "transfer_tokens": {"seed": range(3), "budget": ["1x"], "proxy": ["smollm2", "none"]},
+    "transfer_tokens": {"seed": range(3), "budget": ["4x", "1x"], "proxy": ["smollm2", "none"]},
     "synthetic": {"seed": range(3), "task": ["copy", "reverse", "kv_recall", "passkey", "grid2d"],
                   "encoding": ["nope", "sinusoidal", "alibi", "rope", "rope2d", "fire"]},
 }

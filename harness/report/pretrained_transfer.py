@@ -58,6 +58,8 @@ def _cells(df, d, sweep, unit):
     out = transfer.cells(rows, real)
     for c in out:
         c["scale"], c["geometry"] = scale[c["model"]], _geometry(c["base"], hd[c["model"]], L)
+        r = df[(df.sweep == sweep) & (df.model == c["model"]) & (df.metric == "n_params")].value
+        c["n_params"] = float(r.iloc[0]) if len(r) else math.nan
         c["matched"] = not math.isclose(c["base"], 10000.0)
     return out
 
@@ -137,15 +139,34 @@ def _fmt(c):
 
 
 def compute_line(cs):
-    """One sentence: τ at the smallest and the largest laptop size, matched geometry, 2x (does compute help?)."""
-    m = {c["model"]: c for c in cs if c["matched"] and c["ratio"] == 2 and c["unit"] == "byte"}
-    if len(m) < 2:
-        return []
-    lo, hi = sorted(m.values(), key=lambda c: c["model"] != "tiny")[:2]
-    overlap = lo["tau"].lo <= hi["tau"].hi and hi["tau"].lo <= lo["tau"].hi
-    return [f"Does more laptop compute help? At matched geometry and 2x: {lo['model']} {_fmt(lo)}, {hi['model']} "
-            f"{_fmt(hi)}; the two intervals {'overlap: these runs cannot tell' if overlap else 'do not overlap'} "
-            f"whether 16x the compute changes the transfer.", ""]
+    """Per unit, one sentence: τ at the smallest and the largest laptop size (by parameters), matched geometry, 2x:
+    does more compute help?"""
+    out = []
+    for unit in sorted({c["unit"] for c in cs}):
+        m = sorted((c for c in cs if c["matched"] and c["ratio"] == 2 and c["unit"] == unit),
+                   key=lambda c: c["n_params"])
+        if len(m) < 2:
+            continue
+        lo, hi = m[0], m[-1]
+        overlap = lo["tau"].lo <= hi["tau"].hi and hi["tau"].lo <= lo["tau"].hi
+        out += [f"Does more laptop compute help ({unit}s, matched geometry, 2x)? {lo['model']} {_fmt(lo)}, "
+                f"{hi['model']} ({hi['n_params'] / lo['n_params']:.1f}x the parameters) {_fmt(hi)}; the two "
+                f"intervals {'overlap: these runs cannot tell whether' if overlap else 'do not overlap:'} the larger "
+                f"laptop model transfers {'differently' if overlap else 'differently at 95% each'}.", ""]
+    return out
+
+
+def matching_line(cs):
+    """One sentence: at 2x, matched against unmatched τ per (unit, laptop size), and whether the intervals overlap."""
+    parts = []
+    for (unit, model) in sorted({(c["unit"], c["model"]) for c in cs}):
+        two = {c["matched"]: c for c in cs if (c["unit"], c["model"], c["ratio"]) == (unit, model, 2)}
+        if len(two) == 2:
+            a, b = two[True]["tau"], two[False]["tau"]
+            parts.append(f"{model} in {unit}s {_tau(b)} unmatched -> {_tau(a)} matched"
+                         f"{' (intervals overlap)' if a.lo <= b.hi and b.lo <= a.hi else ' (intervals apart)'}")
+    return ["What matching the geometry changed, τ-b at 2x: " + "; ".join(parts) + ". Where the intervals overlap, "
+            "these runs do not show that matching changed τ.", ""] if parts else []
 
 
 def section(d, df, out=None, made=None):
@@ -162,7 +183,7 @@ def section(d, df, out=None, made=None):
           "the real model's own tokens (task.tokenizer), 64 of them, so that 2x means the same unit on both sides. "
           "All are scored on the Python stdlib, as the real model is. The real model's scale is in its section's "
           "first line; the laptop's in the table.\n",
-          *summary_lines(cs, d.model.iloc[0], real_len), *compute_line(cs)]
+          *summary_lines(cs, d.model.iloc[0], real_len), *matching_line(cs), *compute_line(cs)]
     for c in sorted(cs, key=lambda c: (c["unit"], c["model"] != "tiny")):
         if c["matched"] and c["ratio"] == 2:
             md += pair_lines(c)
@@ -175,4 +196,5 @@ def section(d, df, out=None, made=None):
 def readme_lines(d, df):
     """The README's lines: the summary table and the compute sentence."""
     cs = cells(df, d)
-    return [*summary_lines(cs, d.model.iloc[0], int(2 * d.train_len.iloc[0])), *compute_line(cs)] if cs else []
+    return [*summary_lines(cs, d.model.iloc[0], int(2 * d.train_len.iloc[0])), *matching_line(cs),
+            *compute_line(cs)] if cs else []
