@@ -21,7 +21,8 @@ import pandas as pd
 import scipy.stats
 
 LEVEL = 0.95
-INTERVAL_METHODS, PAIRED_METHODS = ("t", "bootstrap"), ("t", "permutation")
+# wilson: a proportion (every value 0 or 1), Wilson's score interval (Wilson 1927), inside [0, 1] by construction
+INTERVAL_METHODS, PAIRED_METHODS = ("t", "bootstrap", "wilson"), ("t", "permutation")
 NAN = float("nan")
 
 
@@ -85,10 +86,16 @@ def _t_quantiles(level, df):
 
 
 def interval(x, level=LEVEL, method="t", n_boot=10_000, seed=0) -> Interval:
-    """Mean of per-seed values x with a Student-t or percentile-bootstrap CI (NaN/inf dropped)."""
+    """Mean of per-seed values x with a Student-t, percentile-bootstrap or (0/1 values) Wilson CI (NaN/inf dropped)."""
     _check([method], INTERVAL_METHODS)
     x = _finite(x)
     n, mean = len(x), float(x.mean()) if len(x) else NAN
+    if method == "wilson" and n:  # k successes of n: statsmodels' proportion_confint, defined from n = 1 on
+        if not np.isin(x, (0.0, 1.0)).all():
+            raise ValueError(f"method 'wilson' is for proportions: every value 0 or 1, got {sorted(set(x))[:5]}")
+        from statsmodels.stats.proportion import proportion_confint
+        lo, hi = proportion_confint(int(x.sum()), n, alpha=1 - level, method="wilson")
+        return Interval(n, mean, float(x.std(ddof=1)) if n > 1 else NAN, float(lo), float(hi))
     if n < 2:
         return Interval(n, mean, NAN, NAN, NAN)
     std = float(x.std(ddof=1))

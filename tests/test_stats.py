@@ -290,3 +290,20 @@ def test_bootstraps_equal_the_hand_written_ones_they_replaced():
     out16 = stats.rank_bootstrap(t16)
     assert out16.loc["v13", "lo"] == pytest.approx(4.975, rel=1e-12) and out16.loc["v8", "hi"] == 5.0
     assert out16.p_best[out16.p_best > 0].to_dict() == {"v2": 0.2445, "v3": 0.1015, "v6": 0.02, "v8": 0.634}
+
+
+@pytest.mark.parametrize("k, n", [(0, 5), (1, 5), (5, 5), (7, 20)])
+def test_wilson_interval_is_wilsons_closed_form_inside_0_1(k, n):
+    # Wilson 1927 (JASA 22:209), the score interval: (p + z²/2n ± z √(p(1-p)/n + z²/4n²)) / (1 + z²/n)
+    z, p = scipy.stats.norm.ppf(0.975), k / n
+    centre, half = (p + z * z / (2 * n)) / (1 + z * z / n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (
+        1 + z * z / n)
+    iv = stats.interval([1.0] * k + [0.0] * (n - k), method="wilson")
+    assert (iv.n, iv.mean) == (n, p)
+    assert (iv.lo, iv.hi) == pytest.approx((centre - half, centre + half), abs=1e-12)
+    assert 0.0 <= iv.lo <= p <= iv.hi <= 1.0
+
+
+def test_wilson_refuses_values_that_are_not_0_or_1():
+    with pytest.raises(ValueError, match="method 'wilson' is for proportions"):
+        stats.interval([0.0, 0.5, 1.0], method="wilson")

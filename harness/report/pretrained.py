@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness import results, stats
-from harness.pretrained import checkpoint, transfer
+from harness.pretrained import checkpoint
 from harness.pretrained.rows import lm_rows, order as _order, prepare
 from harness.report import pretrained_transfer
 from harness.report.pretrained_plots import figure
@@ -21,7 +21,9 @@ from harness.report.pretrained_plots import figure
 BLOCK = re.compile(r"(<!-- pretrained-table: (\S+) -->\n)(.*?)(<!-- /pretrained-table -->)", re.S)
 
 
-def _cell(x):
+def _cell(x, method="t"):
+    if method == "wilson":  # asymmetric, inside [0, 1]: k/n and the interval
+        return "—" if x.n == 0 else f"{round(x.mean * x.n):.0f}/{x.n} [{x.lo:.2f}, {x.hi:.2f}]"
     return "—" if x.n == 0 else (f"{x.mean:.3f}" if x.n < 2 else f"{x.mean:.3f} ± {x.half:.3f}")
 
 
@@ -29,12 +31,14 @@ def _diff(x):
     return "—" if x.n < 2 else f"{x.diff:+.3f} [{x.lo:+.3f}, {x.hi:+.3f}]{' *' if x.significant else ''}"
 
 
-def variant_table(rows, lens=None, head="variant"):
-    """Markdown: variant x length of rows' values, mean ± half over windows (or samples); lens default: all."""
+def variant_table(rows, lens=None, head="variant", method="t"):
+    """Markdown: variant x length of rows' values, mean ± half over windows (or samples), or for method wilson
+    (0/1 values) k/n [Wilson 95%]; lens default: all."""
     lens = sorted(rows.eval_len.unique()) if lens is None else lens
     lines = [f"| {head} | " + " | ".join(f"{L}" for L in lens) + " |", "|---" * (len(lens) + 1) + "|"]
     for v in _order(rows.variant.unique()):
-        cells = [_cell(stats.interval(rows[(rows.variant == v) & (rows.eval_len == L)].value)) for L in lens]
+        cells = [_cell(stats.interval(rows[(rows.variant == v) & (rows.eval_len == L)].value, method=method), method)
+                 for L in lens]
         lines.append(f"| {v} | " + " | ".join(cells) + " |")
     return lines
 
@@ -100,32 +104,12 @@ def passkey_lines(d):
     if p.empty:
         return []
     return [f"Greedy passkey retrieval (Mohtashami & Jaggi 2023, arXiv 2305.16300), n = {p.seed.nunique()} samples "
-            f"per length at depths spread over the context, the same keys for every variant; accuracy:\n",
-            *variant_table(p), ""]
+            f"per length at depths spread over the context, the same keys for every variant; found / n and the "
+            f"Wilson 95% interval of the accuracy:\n", *variant_table(p, method="wilson"), ""]
 
 
 def _sci(x):
     return "—" if x.n == 0 else f"{x.mean:.2e} ± {x.half:.1e}" if x.n > 1 else f"{x.mean:.2e}"
-
-
-def transfer_lines(d, laptop, ratio):
-    toy, real = transfer.laptop_table(laptop, ratio), transfer.real_table(d, ratio)
-    if toy.empty or real.empty:
-        return [f"At {ratio}x: not measured (needs sweep extension and the pretrained rows at {ratio}x)."], None
-    tau, pr = transfer.tau(toy, real), transfer.pairs(toy, real)
-    lap = laptop[(laptop.sweep == "extension") & (laptop.metric == "train_steps")]
-    toy_scale = (f"model={lap.model.iloc[0]}, {int(lap.n_layers.iloc[0])} layers, d_model {int(lap.d_model.iloc[0])}, "
-                 f"{int(lap.value.iloc[0])} steps at {int(lap.train_len.iloc[0])} bytes" if len(lap) else "")
-    L_toy, L_real = int(ratio * lap.train_len.iloc[0]) if len(lap) else "?", int(ratio * d.train_len.iloc[0])
-    counts = pr.outcome.value_counts()
-    lines = [f"At {ratio}x the trained context (laptop, {toy_scale}: PPL at {L_toy} bytes, n = {tau.n_seeds_a} "
-             f"seeds; real: bits per byte at {L_real} tokens, n = {tau.n_seeds_b} windows), {tau.n_variants} variants: "
-             f"Kendall τ-b = {tau.tau:+.2f}, 95% interval [{tau.lo:+.2f}, {tau.hi:+.2f}] (from the uncertainty of both "
-             f"mean vectors, harness.transfer; with this few seeds and windows, read the pairs). Of "
-             f"{len(pr)} pairs: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + ".", "",
-             "| pair (a − b) | laptop Δ PPL | real Δ bits/byte | outcome |", "|---|---|---|---|"]
-    lines += [f"| {r.a} − {r.b} | {_diff(r.laptop)} | {_diff(r.real)} | {r.outcome} |" for r in pr.itertuples()]
-    return lines, (tau, pr)
 
 
 def _slug(model):
@@ -167,7 +151,7 @@ def model_section(d, laptop=None, out=None, made=None):
     if laptop is not None and lm_rows(d).variant.nunique() > 1:
         md += ["### Does the laptop study predict the real model?\n"]
         for ratio in (2, 4):
-            md += transfer_lines(d, laptop, ratio)[0] + [""]
+            md += pretrained_transfer.extension_lines(d, laptop, ratio)[0] + [""]
         md += pretrained_transfer.section(d, laptop, out, made)
     if out is not None:
         name = f"pretrained_{_slug(r.model)}.png"
@@ -219,7 +203,7 @@ def readme_block(df, laptop):
                   f"tokens.", "", *variant_table(b, lens, "RoPE (no fine-tune)"), "", reference_line(dm), ""]
         lines += _summary_lines(dm)
         if laptop is not None and b.variant.nunique() > 1:
-            t = transfer_lines(dm, laptop, 2)[0]
+            t = pretrained_transfer.extension_lines(dm, laptop, 2)[0]
             lines += ["Laptop study → real model: " + t[0], "", *t[2:], ""]
             matched = pretrained_transfer.readme_lines(dm, laptop)
             lines += ["At matched RoPE geometry (the laptop proxy, sweep `transfer`): " + matched[0], *matched[1:]] \

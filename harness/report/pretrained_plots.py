@@ -36,7 +36,7 @@ def figure(d, out, made, name="pretrained.png"):
                                                                                 "(bands: 95% CI)")
     if "pk" in ax:
         ax["pk"].set(ylabel="passkey accuracy", ylim=(-0.05, 1.05),
-                     title=f"passkey retrieval (n = {pk.seed.nunique()} samples per length)")
+                     title=f"passkey retrieval (n = {pk.seed.nunique()} samples per length; bands: Wilson 95%)")
         ax["pk"].legend(fontsize=8)
     if "kl" in ax:
         _precision_panel(ax["kl"], kl)
@@ -55,7 +55,7 @@ def _variant_panel(a, key, rows, colour):
                                                           for L in lens)]
             x, y, lo, hi = lens, [q.diff for q in p], [q.lo for q in p], [q.hi for q in p]
         else:
-            s = stats.summarize(rows[rows.variant == v], ["eval_len"])
+            s = stats.summarize(rows[rows.variant == v], ["eval_len"], method="wilson" if key == "pk" else "t")
             x, y, lo, hi = s.eval_len, s["mean"], s.lo, s.hi
         a.plot(x, y, ls, marker=mk, color=c, label=v, lw=1.6, ms=4)
         a.fill_between(x, lo, hi, color=c, alpha=BAND_ALPHA, lw=0)

@@ -198,3 +198,25 @@ def readme_lines(d, df):
     cs = cells(df, d)
     return [*summary_lines(cs, d.model.iloc[0], int(2 * d.train_len.iloc[0])), *matching_line(cs),
             *compute_line(cs)] if cs else []
+
+
+def extension_lines(d, laptop, ratio):
+    """The unmatched comparison with sweep `extension` (model=tiny at 64 bytes, kjv, factor auto): markdown lines
+    and (τ, pairs)."""
+    toy, real = transfer.laptop_table(laptop, ratio), transfer.real_table(d, ratio)
+    if toy.empty or real.empty:
+        return [f"At {ratio}x: not measured (needs sweep extension and the pretrained rows at {ratio}x)."], None
+    tau, pr = transfer.tau(toy, real), transfer.pairs(toy, real)
+    lap = laptop[(laptop.sweep == "extension") & (laptop.metric == "train_steps")]
+    toy_scale = (f"model={lap.model.iloc[0]}, {int(lap.n_layers.iloc[0])} layers, d_model {int(lap.d_model.iloc[0])}, "
+                 f"{int(lap.value.iloc[0])} steps at {int(lap.train_len.iloc[0])} bytes" if len(lap) else "")
+    L_toy, L_real = int(ratio * lap.train_len.iloc[0]) if len(lap) else "?", int(ratio * d.train_len.iloc[0])
+    counts = pr.outcome.value_counts()
+    lines = [f"At {ratio}x the trained context (laptop, {toy_scale}: PPL at {L_toy} bytes, n = {tau.n_seeds_a} "
+             f"seeds; real: bits per byte at {L_real} tokens, n = {tau.n_seeds_b} windows), {tau.n_variants} variants: "
+             f"Kendall τ-b = {tau.tau:+.2f}, 95% interval [{tau.lo:+.2f}, {tau.hi:+.2f}] (from the uncertainty of both "
+             f"mean vectors, harness.transfer; with this few seeds and windows, read the pairs). Of "
+             f"{len(pr)} pairs: " + ", ".join(f"{v} {k}" for k, v in counts.items()) + ".", "",
+             "| pair (a − b) | laptop Δ PPL | real Δ bits/byte | outcome |", "|---|---|---|---|"]
+    lines += [f"| {r.a} − {r.b} | {_diff(r.laptop)} | {_diff(r.real)} | {r.outcome} |" for r in pr.itertuples()]
+    return lines, (tau, pr)
