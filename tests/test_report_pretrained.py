@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from harness import results
 from harness.report import pretrained as report_pretrained
@@ -91,3 +92,40 @@ def test_readme_block_is_what_the_committed_results_give():
     text = (ROOT / "README.md").read_text()
     assert report_pretrained.BLOCK.search(text), "README has no pretrained block"
     assert report_pretrained.render(text, ROOT) == text
+
+
+def proxy_rows(means, base, seeds=3, noise=0.01, sweep="transfer"):
+    """PPL rows of a transfer sweep at 2x (128 of 64): means[(extension, factor)] = PPL; one n_params row a seed."""
+    rng, out = np.random.default_rng(2), []
+    common = dict(train_len=64, sweep=sweep, protocol="nonoverlapping", model="tiny", n_layers=2, d_model=128,
+                  n_heads=4, head_dim=32)
+    for s in range(seeds):
+        out.append(dict(common, metric="n_params", value=4.3e5, seed=s, params=json.dumps(dict(base=base))))
+        for (ext, f), m in means.items():
+            p = dict(base=base) if ext == "none" else dict(base=base, extension=ext, factor=f)
+            out.append(dict(common, metric="ppl", value=m * (1 + noise * rng.standard_normal()), eval_len=128, seed=s,
+                            params=json.dumps(p)))
+    return out
+
+
+def test_matched_points_pair_variants_by_their_factor_and_compare_in_one_unit():
+    from harness.pretrained.rows import prepare
+    from harness.report import pretrained_transfer
+    real = real_rows({("none", 1.0): 1.0, ("linear", 2.0): 1.2, ("ntk", 2.0): 0.7, ("dynamic", 1.0): 0.8,
+                      ("dynamic", 2.0): 0.75})
+    same = {("none", None): 8.0, ("linear", 2.0): 9.0, ("ntk", 2.0): 4.0, ("dynamic", 1.0): 6.0, ("dynamic", 2.0): 5.0,
+            ("linear", 1.0): 8.0}  # the real order; linear x1 has no real counterpart
+    other = {k: 20.0 - v for k, v in same.items()}  # the reverse order
+    df = _rows(real + proxy_rows(same, 41.48) + proxy_rows(other, 10000.0))
+    d = prepare(df)
+    cs = {c["matched"]: c for c in pretrained_transfer.cells(df, d) if c["ratio"] == 2}
+    assert sorted(cs[True]["toy"].columns) == ["dynamic", "dynamic x2", "linear", "linear x2", "none", "ntk x2"]
+    assert sorted(cs[True]["real"].columns) == ["dynamic", "dynamic x2", "linear x2", "none", "ntk x2"]
+    assert cs[True]["tau"].n_variants == 5 and cs[True]["unit"] == "byte"
+    assert cs[True]["tau"].tau == pytest.approx(1.0) and cs[False]["tau"].tau == pytest.approx(-1.0)
+    assert cs[True]["agree"] == 10 and cs[False]["flip"] == 10
+    # the laptop side is log2 PPL: bits per byte, the real side's unit
+    assert np.allclose(cs[True]["toy"]["none"], np.log2(8.0), atol=0.05)
+    assert "20 of 32 dims turned in 64" in cs[True]["geometry"] and "10 of 32" in cs[False]["geometry"]
+    md = "\n".join(pretrained_transfer.section(d, df))
+    assert "| byte | matched (base 41.48: 20 of 32 dims turned in 64) |" in md and "+1.00" in md
