@@ -16,15 +16,16 @@ def FORMAT(v, _=None):
     return f"{v:g}"
 
 
-def _scale(rows, model):
-    """'ladder16x (1.3M parameters, 1137 steps, 1.2M tokens)' of a laptop size, from its rows."""
+def _scale(rows, model, unit):
+    """'ladder16x (1.82M parameters, 1137 steps, 1.16M bytes)' of a laptop size, from its rows (unit: what its
+    tokens are)."""
     r = rows[rows.model == model]
 
     def one(metric):
         v = r[r.metric == metric].value
         return float(v.iloc[0]) if len(v) else math.nan
     return (f"{model} ({one('n_params') / 1e6:.2f}M parameters, {one('train_steps'):.0f} steps, "
-            f"{one('train_tokens') / 1e6:.2f}M tokens)")
+            f"{one('train_tokens') / 1e6:.2f}M {unit}s)")
 
 
 def _geometry(base, head_dim, train_len):
@@ -52,7 +53,7 @@ def cells(df, d):
 def _cells(df, d, sweep, unit):
     rows = transfer.proxy_rows(df, sweep)
     real = {r: transfer.matched_real_table(d, r, unit=unit) for r in (1.5, 2)}
-    scale = {m: _scale(df[df.sweep == sweep], m) for m in rows.model.unique()}
+    scale = {m: _scale(df[df.sweep == sweep], m, unit) for m in rows.model.unique()}
     hd = {m: int(rows[rows.model == m].head_dim.iloc[0]) for m in rows.model.unique()}
     L = int(rows.train_len.iloc[0]) if len(rows) else 0
     out = transfer.cells(rows, real)
