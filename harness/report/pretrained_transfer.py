@@ -170,6 +170,17 @@ def matching_line(cs):
             "these runs do not show that matching changed τ.", ""] if parts else []
 
 
+def meaning_line(cs, real_model):
+    """What a τ here says and does not, with the scales it holds at."""
+    sizes = sorted({(c["n_params"], c["model"]) for c in cs})
+    span = " to ".join(f"{n / 1e6:.2f}M" for n in (sizes[0][0], sizes[-1][0])) if len(sizes) > 1 else \
+        f"{sizes[0][0] / 1e6:.2f}M"
+    return [f"What this measures: whether laptop models of {span} parameters rank these eval-time variants as "
+            f"{real_model} does, at 1.5x and 2x each side's trained context, without fine-tuning. It does not say "
+            f"that the differences have the same size (the pair tables give both), nor that the order holds for "
+            f"other models, other lengths or fine-tuned extensions.", ""]
+
+
 def section(d, df, out=None, made=None):
     """Markdown lines of the matched-points transfer (empty without sweep `transfer` rows or real variants)."""
     cs = cells(df, d)
@@ -184,7 +195,8 @@ def section(d, df, out=None, made=None):
           "the real model's own tokens (task.tokenizer), 64 of them, so that 2x means the same unit on both sides. "
           "All are scored on the Python stdlib, as the real model is. The real model's scale is in its section's "
           "first line; the laptop's in the table.\n",
-          *summary_lines(cs, d.model.iloc[0], real_len), *matching_line(cs), *compute_line(cs)]
+          *summary_lines(cs, d.model.iloc[0], real_len), *matching_line(cs), *compute_line(cs),
+          *meaning_line(cs, d.model.iloc[0])]
     for c in sorted(cs, key=lambda c: (c["unit"], c["model"] != "tiny")):
         if c["matched"] and c["ratio"] == 2:
             md += pair_lines(c)
@@ -198,7 +210,7 @@ def readme_lines(d, df):
     """The README's lines: the summary table and the compute sentence."""
     cs = cells(df, d)
     return [*summary_lines(cs, d.model.iloc[0], int(2 * d.train_len.iloc[0])), *matching_line(cs),
-            *compute_line(cs)] if cs else []
+            *compute_line(cs), *meaning_line(cs, d.model.iloc[0])] if cs else []
 
 
 def extension_lines(d, laptop, ratio):
