@@ -34,6 +34,8 @@ def _geometry(base, head_dim, train_len):
 
 
 def _tau(t):
+    if math.isnan(t.lo):  # fewer than 2 seeds or windows on a side: a point, no interval
+        return f"{t.tau:+.2f} [no interval: n < 2]"
     return f"{t.tau:+.2f} [{t.lo:+.2f}, {t.hi:+.2f}]"
 
 
