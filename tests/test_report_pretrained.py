@@ -129,3 +129,14 @@ def test_matched_points_pair_variants_by_their_factor_and_compare_in_one_unit():
     assert "20 of 32 dims turned in 64" in cs[True]["geometry"] and "10 of 32" in cs[False]["geometry"]
     md = "\n".join(pretrained_transfer.section(d, df))
     assert "| byte | matched (base 41.48: 20 of 32 dims turned in 64) |" in md and "+1.00" in md
+
+
+def test_a_tau_without_an_interval_is_never_called_apart():
+    from harness.report import pretrained_transfer
+    from harness.transfer import TauInterval
+    nan = float("nan")
+    one_seed = TauInterval(0.5, nan, nan, nan, nan, nan, 8, 1, 4)
+    full = TauInterval(0.1, -0.2, 0.3, 0.1, -0.2, 0.3, 8, 5, 4)
+    assert pretrained_transfer._overlap(one_seed, full) == "no interval"
+    assert pretrained_transfer._tau(one_seed) == "+0.50 [no interval: n < 2]"
+    assert pretrained_transfer._overlap(full, TauInterval(0.6, 0.4, 0.8, 0.6, 0.4, 0.8, 8, 5, 4)) == "intervals apart"

@@ -137,6 +137,13 @@ def figure(cs, out, made, name="transfer_matched.png"):
     return name
 
 
+def _overlap(a, b):
+    """'intervals overlap', 'intervals apart', or 'no interval' (n < 2 on a side) of two TauIntervals."""
+    if any(math.isnan(x) for x in (a.lo, a.hi, b.lo, b.hi)):
+        return "no interval"
+    return "intervals overlap" if a.lo <= b.hi and b.lo <= a.hi else "intervals apart"
+
+
 def _fmt(c):
     return f"τ-b = {_tau(c['tau'])} (n = {c['tau'].n_seeds_a} seeds, {c['tau'].n_seeds_b} windows)"
 
@@ -151,11 +158,13 @@ def compute_line(cs):
         if len(m) < 2:
             continue
         lo, hi = m[0], m[-1]
-        overlap = lo["tau"].lo <= hi["tau"].hi and hi["tau"].lo <= lo["tau"].hi
+        verdict = {"intervals overlap": "the two intervals overlap: these runs cannot tell whether the larger laptop "
+                                        "model transfers differently",
+                   "intervals apart": "the two intervals do not overlap: the larger laptop model transfers "
+                                      "differently",
+                   "no interval": "a side has fewer than 2 seeds: no comparison"}[_overlap(lo["tau"], hi["tau"])]
         out += [f"Does more laptop compute help ({unit}s, matched geometry, 2x)? {lo['model']} {_fmt(lo)}, "
-                f"{hi['model']} ({hi['n_params'] / lo['n_params']:.1f}x the parameters) {_fmt(hi)}; the two "
-                f"intervals {'overlap: these runs cannot tell whether' if overlap else 'do not overlap:'} the larger "
-                f"laptop model transfers {'differently' if overlap else 'differently at 95% each'}.", ""]
+                f"{hi['model']} ({hi['n_params'] / lo['n_params']:.1f}x the parameters) {_fmt(hi)}; {verdict}.", ""]
     return out
 
 
@@ -166,8 +175,7 @@ def matching_line(cs):
         two = {c["matched"]: c for c in cs if (c["unit"], c["model"], c["ratio"]) == (unit, model, 2)}
         if len(two) == 2:
             a, b = two[True]["tau"], two[False]["tau"]
-            parts.append(f"{model} in {unit}s {_tau(b)} unmatched -> {_tau(a)} matched"
-                         f"{' (intervals overlap)' if a.lo <= b.hi and b.lo <= a.hi else ' (intervals apart)'}")
+            parts.append(f"{model} in {unit}s {_tau(b)} unmatched -> {_tau(a)} matched ({_overlap(a, b)})")
     return ["What matching the geometry changed, τ-b at 2x: " + "; ".join(parts) + ". Where the intervals overlap, "
             "these runs do not show that matching changed τ.", ""] if parts else []
 
