@@ -108,8 +108,12 @@ def figure(cs, out, made, name="transfer_matched.png"):
     panels = sorted({(c["unit"], c["model"]) for c in at2}, key=lambda k: (k[0], k[1] != "tiny"))
     if not panels:
         return None
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 5.6), squeeze=False)
-    for ax, (u, m) in zip(axes[0], panels):
+    cols = min(2, len(panels))
+    rows_ = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows_, cols, figsize=(6.6 * cols, 6.0 * rows_), squeeze=False)
+    for extra in axes.ravel()[len(panels):]:
+        extra.set_visible(False)
+    for ax, (u, m) in zip(axes.ravel(), panels):
         lim = LINTHRESH
         here = [c for c in at2 if (c["unit"], c["model"]) == (u, m)]
         for i, c in enumerate(sorted(here, key=lambda c: not c["matched"])):
@@ -130,7 +134,7 @@ def figure(cs, out, made, name="transfer_matched.png"):
             getattr(ax, f"{axis}axis").set_major_formatter(FuncFormatter(FORMAT))
         ax.set(xlabel=f"laptop: Δ bits per {u} of the pair (a − b), paired over seeds",
                ylabel=f"real model: Δ bits per {u} (a − b), paired over windows",
-               title=f"pairs of variants at 2x the trained context, laptop {m} in {u}s\n(bars: paired 95% CIs; "
+               title=f"laptop {m} in {u}s: pairs of variants at 2x the trained context\n(bars: paired 95% CIs; "
                      f"upper-right and lower-left quadrants agree in sign)")
         ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.13))
     save(fig, out, name, made)
