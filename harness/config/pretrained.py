@@ -18,7 +18,7 @@ class PretrainedConfig:
     path: Optional[str] = None  # else a local HF checkpoint directory or .gguf file
     study: str = "lm"  # lm: bpb/ppl vs length per variant | precision: RoPE pipelines vs fp32 | passkey
     extension: str = "none"  # harness.pretrained.variants.EXTENSIONS
-    factor: float = 2.0  # the extension's scale (HF `factor`); none and dynamic take 1
+    factor: float = 2.0  # the extension's HF `factor` (none takes 1; dynamic NTK multiplies its length ratio by it)
     layers: str = "all"  # per-layer-type RoPE (Gemma 3): extend all layers, or the global (full-attention) ones
     pipelines: List[str] = field(default_factory=lambda: ["hf_bf16", "meta_bf16", "bf16", "bf16_positions", "fp16"])
     corpus: str = "pystdlib"
