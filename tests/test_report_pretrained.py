@@ -29,7 +29,8 @@ def real_rows(means, lens=(8192, 16384), windows=4, noise=0.01):
         for w in range(windows):
             for L in lens:
                 v = (m if L == 16384 else 0.6) + noise * rng.standard_normal()
-                p = dict(pretrained="smollm2", extension=ext, factor=factor, rope_impl="harness", corpus="pystdlib")
+                p = dict(pretrained="smollm2", extension=ext, factor=factor, rope_impl="harness", corpus="pystdlib",
+                         base=1e5)
                 out.append(dict(metric="bpb", value=v, eval_len=L, seed=w, train_len=8192, sweep="pretrained",
                                 protocol="nonoverlapping", params=json.dumps(p), model="SmolLM2", n_layers=30,
                                 d_model=576, n_heads=9, head_dim=64))
@@ -116,7 +117,9 @@ def test_matched_points_pair_variants_by_their_factor_and_compare_in_one_unit():
     same = {("none", None): 8.0, ("linear", 2.0): 9.0, ("ntk", 2.0): 4.0, ("dynamic", 1.0): 6.0, ("dynamic", 2.0): 5.0,
             ("linear", 1.0): 8.0}  # the real order; linear x1 has no real counterpart
     other = {k: 20.0 - v for k, v in same.items()}  # the reverse order
-    df = _rows(real + proxy_rows(same, 41.48) + proxy_rows(other, 10000.0))
+    from harness.rope import geometry
+    matched = geometry.matched_base(64, geometry.critical_fraction(1e5, 8192))  # SmolLM2's share at 64 tokens
+    df = _rows(real + proxy_rows(same, matched) + proxy_rows(other, 10000.0))
     d = prepare(df)
     cs = {c["matched"]: c for c in pretrained_transfer.cells(df, d) if c["ratio"] == 2}
     assert sorted(cs[True]["toy"].columns) == ["dynamic", "dynamic x2", "linear", "linear x2", "none", "ntk x2"]

@@ -22,11 +22,10 @@ def target_config(target: str) -> dict:
     p = Path(target).expanduser()
     if p.suffix == ".json" and p.is_file():
         return read_config(p)
-    path = checkpoint.locate(None if p.exists() else target, str(p) if p.exists() else None) \
-        if (p.exists() or target in checkpoint.SHIPPED) else None
-    if path is None:
+    if not (p.exists() or target in checkpoint.SHIPPED):
         raise ValueError(f"unknown proxy.target {target!r}; expected one of {sorted(checkpoint.SHIPPED)}, a checkpoint "
                          f"directory, a config.json or a .gguf file")
+    path = checkpoint.locate(None, str(p)) if p.exists() else checkpoint.locate(target)
     if path.is_dir():
         return read_config(path / "config.json")
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -36,14 +35,10 @@ def target_config(target: str) -> dict:
     return AutoConfig.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True).to_dict()
 
 
-def layer_types(cfg: dict):
-    from harness.pretrained.variants import layer_types as types
-    return types(cfg)
-
-
 def target_rope(cfg: dict, layer_type=None):
     """(base, span, rotary dims) of one layer type of the target; the span a sliding layer sees is its window."""
     from harness.hf_config import rope_from_hf
+    from harness.pretrained.variants import layer_types
     types = layer_types(cfg)
     if types != [None] and layer_type not in types:
         raise ValueError(f"proxy.layer_type {layer_type!r}: this target has one RoPE per layer type; expected one of "
@@ -61,11 +56,7 @@ def target_rope(cfg: dict, layer_type=None):
 
 
 def proxy_rope(target: str, layer_type, train_len: int) -> dict:
-    """The proxy's base and extension knobs (harness.rope.geometry.proxy) for a laptop train length; plus the
-    target's base, span and rotary dims, and the critical dimension on both sides (for the rows and the report)."""
+    """The proxy's base and turn-counted extension knobs (harness.rope.geometry.proxy) for a laptop train length."""
     from harness.pretrained.variants import HF_DEFAULTS
-    base, span, dims = target_rope(target_config(str(target)), layer_type)
-    out = geometry.proxy(base, span, train_len, HF_DEFAULTS)
-    return dict(out, target_base=base, target_len=span, target_dims=dims,
-                target_critical=geometry.critical_dim(dims, base, span),
-                fraction=geometry.critical_fraction(base, span))
+    base, span, _ = target_rope(target_config(str(target)), layer_type)
+    return geometry.proxy(base, span, train_len, HF_DEFAULTS)

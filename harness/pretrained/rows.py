@@ -13,10 +13,15 @@ def prepare(df):
     d = df[df.params.str.contains('"pretrained"')].copy()
     p = d.params.map(json.loads)
     d["extension"] = p.map(lambda q: q["extension"])
-    d["variant"] = p.map(lambda q: q["extension"] if q["factor"] == 1 else f"{q['extension']} x{q['factor']:g}")
+    d["variant"] = p.map(lambda q: label(q["extension"], q["factor"]))
     for key in ("rope_impl", "corpus", "pipeline", "pos_lo"):
         d[key] = p.map(lambda q, k=key: q.get(k))
     return d
+
+
+def label(extension, factor):
+    """A variant's label, on the real model and the laptop alike: `none`, `dynamic` (factor 1), `yarn x2`."""
+    return extension if extension == "none" or factor == 1 else f"{extension} x{factor:g}"
 
 
 def lm_rows(d, corpus="pystdlib"):

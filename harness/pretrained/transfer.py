@@ -12,6 +12,7 @@ import pandas as pd
 
 from harness import stats, transfer
 from harness.measure.extension import SELF_SCALING
+from harness.pretrained.rows import label
 from harness.pretrained.variants import EXTENSIONS
 
 
@@ -92,12 +93,6 @@ def tau(toy, real, seed=0):
 
 
 # ---- at matched points: sweep `transfer` (the proxy, harness.rope.geometry) against the real model's rows
-
-def label(extension, factor):
-    """A variant's label on both sides, as harness.pretrained.rows.prepare writes it: `none`, `dynamic` (factor 1),
-    `yarn x2`."""
-    return extension if extension == "none" or factor == 1 else f"{extension} x{factor:g}"
-
 
 def proxy_rows(df, sweep="transfer"):
     """A transfer sweep's PPL rows (nonoverlapping, no fine-tune) as log2 PPL: bits per byte for sweep `transfer`

@@ -1,6 +1,7 @@
 """The pretrained report's transfer section at matched points: sweep `transfer` (the laptop proxy of the real model's
 RoPE geometry, and the same runs in the laptop's own geometry as the baseline) against the real model's rows at 1.5x
 and 2x its trained context (harness.pretrained.transfer.cells), as markdown and one scatter figure of the pairs."""
+import json
 import math
 
 import numpy as np
@@ -59,11 +60,13 @@ def _cells(df, d, sweep, unit):
     hd = {m: int(rows[rows.model == m].head_dim.iloc[0]) for m in rows.model.unique()}
     L = int(rows.train_len.iloc[0]) if len(rows) else 0
     out = transfer.cells(rows, real)
+    r = d.iloc[0]  # the real model: its RoPE's share of the head turned inside its trained context
+    target = geometry.critical_fraction(float(json.loads(r.params)["base"]), int(r.train_len))
     for c in out:
         c["scale"], c["geometry"] = scale[c["model"]], _geometry(c["base"], hd[c["model"]], L)
         r = df[(df.sweep == sweep) & (df.model == c["model"]) & (df.metric == "n_params")].value
         c["n_params"] = float(r.iloc[0]) if len(r) else math.nan
-        c["matched"] = not math.isclose(c["base"], 10000.0)
+        c["matched"] = math.isclose(geometry.critical_fraction(c["base"], L), target, rel_tol=1e-9)
     return out
 
 
