@@ -71,7 +71,9 @@ AXES = {
     "precision": {"seed": range(3), "encoding": ALL},
     "pretrained": {"pretrained.extension": ["none", "linear", "ntk", "dynamic", "yarn", "llama3", "resonance_yarn"]},
     "pretrained_long": {"pretrained.extension": ["none", "linear", "ntk", "dynamic", "yarn", "llama3", "resonance_yarn"]},
-    "pretrained_passkey": {"pretrained.extension": ["none", "dynamic", "yarn"]},
+    "pretrained_prose": {"pretrained.extension": ["none", "linear", "ntk", "dynamic", "yarn", "llama3", "resonance_yarn"]},
+    "pretrained_retrieval": {"pretrained.needle": ["passkey", "single", "multikey"],
+                             "pretrained.extension": ["none", "dynamic", "yarn"]},
     "pretrained_gemma3": {"pretrained.study": ["lm", "precision"], "pretrained.windows": ["3"]},
     "pretrained_gemma3_long": {"pretrained.extension": ["none", "linear", "ntk", "dynamic", "yarn", "llama3",
                                                         "resonance_yarn"]},
@@ -168,7 +170,8 @@ def test_every_preset_runs_several_seeds(preset):
     text = (Path(ROOT) / "conf" / "sweep" / f"{preset}.yaml").read_text()
     if cfg.pretrained is not None:
         windows = cfg.hydra.sweeper.params.get("pretrained.windows", cfg.pretrained.windows)
-        assert "seed" not in cfg.hydra.sweeper.params and int(windows) >= 3, preset
+        n = cfg.pretrained.samples if cfg.pretrained.study == "retrieval" else int(windows)
+        assert "seed" not in cfg.hydra.sweeper.params and n >= 3, preset
         return
     assert cfg.hydra.sweeper.params.seed == f"range(0,{cfg.seeds})", preset
     assert cfg.seeds >= (5 if preset == "claims" else 3) or "fewer seeds because" in text, preset

@@ -217,29 +217,40 @@ class CharTokenizer:
 
 
 @pytest.mark.parametrize("depth", [0.0, 0.5, 1.0])
-def test_passkey_prompt_has_the_length_and_the_needle_at_its_depth(depth):
-    from harness.pretrained import passkey
+@pytest.mark.parametrize("needle", ["passkey", "single", "multikey"])
+def test_retrieval_prompt_has_the_length_and_the_needle_at_its_depth(needle, depth):
+    from harness.pretrained import retrieval
     tok = CharTokenizer()
-    ids = passkey.prompt(tok, 600, depth, 31415)
-    text = tok.decode(ids.tolist())
-    assert len(ids) == 600 and text.startswith(passkey.INTRO) and text.endswith(passkey.QUESTION)
-    at = text.index("The pass key is 31415")
-    frac = (at - len(passkey.INTRO)) / (600 - len(passkey.INTRO) - len(passkey.QUESTION) - 58)
-    assert abs(frac - depth) < 0.2  # a whole number of filler sentences (~90 characters) from the exact depth
-    with pytest.raises(ValueError, match="shorter than the prompt's fixed parts"):
-        passkey.prompt(tok, 100, 0.5, 31415)
+    key = 31415 if needle == "passkey" else ("falcon", 2718281)
+    hay = None if needle == "passkey" else retrieval.prose_haystack(tok, tok("a line of prose.\n" * 80)["input_ids"],
+                                                                      1200)
+    ids, ans = retrieval.prompt(tok, needle, 1000, depth, key, retrieval.distractors(needle), hay)
+    assert len(ids) + len(ans) - 1 == 1000
+    text, value = tok.decode(ids), key if needle == "passkey" else key[1]
+    assert tok.decode(ans) == f" {value}" and text.endswith("is")
+    at = text.index(str(value))
+    intro = retrieval.PASSKEY_INTRO if needle == "passkey" else retrieval.RULER_INTRO
+    assert text.startswith(intro) and abs((at - len(intro)) / (1000 - len(intro) - 150) - depth) < 0.2
+    assert text.count("special magic numbers for") == {"passkey": 0, "single": 1, "multikey": 4}[needle]
+    with pytest.raises(ValueError, match="shorter than the"):
+        retrieval.prompt(tok, needle, 100, 0.5, key, retrieval.distractors(needle), hay)
 
 
-def test_passkey_greedy_with_the_cache_is_the_full_forwards_argmax():
-    from harness.pretrained import passkey
+def test_retrieval_scores_with_a_shared_prefix_as_without_one():
+    """Teacher-forced scoring of prompts that share a prefix: reusing the previous prompt's cached prefix gives the
+    answer NLL and exact match of scoring each prompt whole (fp32, 1e-6), and a length-dependent variant (dynamic
+    NTK past the trained context) never reuses."""
+    from harness.pretrained import retrieval, study
     model = llama()
-    x = ids(30)
-    got = passkey.greedy(model, x, new_tokens=4)
-    seq = x
-    for _ in range(4):  # reference: rerun the whole prefix each step, argmax of the last position
-        with torch.no_grad():
-            seq = torch.cat([seq, model(seq[None]).logits[0, -1].argmax()[None]])
-    assert torch.equal(got, seq[30:])
-    tok = CharTokenizer()
-    assert passkey.found(tok, torch.tensor(tok(" 31415. The")["input_ids"]), 31415) == 1.0
-    assert passkey.found(tok, torch.tensor(tok(" 3141")["input_ids"]), 31415) == 0.0
+    x = ids(90).tolist()
+    prompts = [(x[:70], x[70:74]), (x[:40] + x[60:70], x[5:9]), (x[:40], x[10:13])]
+    whole = retrieval.Scorer(model, lambda a, b: False)
+    shared = retrieval.Scorer(model, lambda a, b: True)
+    want = [whole.score(p, a) for p, a in prompts]
+    got = [shared.score(p, a) for p, a in prompts]
+    assert [w[2] for w in want] == [0, 0, 0] and [g[2] for g in got] == [0, 40, 39]
+    for (wa, wn, _), (ga, gn, _) in zip(want, got):
+        assert wa == ga and abs(wn - gn) < 1e-6 * max(1.0, abs(wn))
+    dyn = variants.build(model.config.to_dict(), "dynamic", 2.0)[0]
+    same = study.same_frequencies(dyn)
+    assert same(32, TRAINED) and not same(TRAINED, 96) and not same(80, 96)

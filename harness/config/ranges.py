@@ -75,7 +75,10 @@ RANGES = {
     "precision.anchor_shift": count(0),
     # pretrained
     "pretrained.factor": Range(lo=1),
-    "pretrained.lens": count(2, entries="lengths", nonempty=True),
+    "pretrained.lens": count(2, entries="lengths", nonempty=True, null="pretrained.multiples x the trained context"),
+    "pretrained.multiples": positive(entries="multiples", why="of the checkpoint's trained context"),
+    "pretrained.depths": fraction(entries="depths"),
+    "pretrained.samples": count(1),
     "pretrained.windows": count(1),
     "pretrained.bucket": count(1),
     "pretrained.chunk": count(1),

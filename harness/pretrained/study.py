@@ -12,8 +12,12 @@ each group is one forward at its longest length (tests/test_pretrained.py checks
   and `ppl` (per token); `nll_by_pos` per `bucket` of positions at the longest length; `eval_tokens_per_s` of each
   forward. With the checkpoint's own RoPE (`none`), also transformers' unmodified forward at `reference_len`
   (rows with rope_impl 'transformers'): the check that the swap is the model.
-- `study=passkey`: `acc` per (length, sample) of greedy passkey retrieval (harness.pretrained.passkey), sample i at
-  depth (i + 0.5) / windows, the same keys for every variant (`seed` = sample).
+- `study=retrieval`: per (length, sample) `acc` (exact match of the answer, 0/1) and `answer_nll` (nats) of one
+  needle task (harness.pretrained.retrieval: passkey, RULER's single and multikey), sample i at depth
+  depths[i % len(depths)], the same keys for every variant (`seed` = sample).
+
+Windows and prompts start with the BOS token where the tokenizer adds one by default (Gemma); rows record the
+corpus's and the checkpoint's sha256 (the stdlib corpus is this Python's own source: it changes with the version).
 - `study=precision`: the RoPE stages in each precision pipeline (conf/precision/) against the fp32 pipeline on
   the same windows, the rest of the model in fp32: `kl_fp32` per log window of positions (as
   harness.measure.precision_model), `ppl_gap` per length, `kl_safe_len` (the end of the last log window up to
@@ -26,7 +30,7 @@ import torch
 
 from harness.tasks import data
 from harness.measure import precision_pipelines as pp
-from harness.pretrained import checkpoint, passkey, rotary, scoring, variants
+from harness.pretrained import checkpoint, retrieval, rotary, scoring, variants
 
 LN2 = math.log(2.0)
 
@@ -50,16 +54,22 @@ def tokens(tok, corpus, split, need):
     return torch.tensor(enc["input_ids"], dtype=torch.int64), torch.tensor([byte_at[e] for e in ends_char])
 
 
-def windows(ids, ends, n, length):
-    """[(ids (length,), target bytes (length,))]: each target's own text in bytes, from the previous token's end
-    (so the spaces and bytes between tokens are counted once), for n consecutive windows."""
-    if ids.numel() < n * length:
+def windows(ids, ends, n, length, bos=()):
+    """[(ids (length,), target bytes (length - 1,))]: each target's own text in bytes, from the previous token's end
+    (so the spaces and bytes between tokens are counted once), for n consecutive windows. With `bos` ([id]) each
+    window is the BOS token and length - 1 text tokens, every text token a target."""
+    text = length - len(bos)
+    if ids.numel() < n * text + 1:
         raise ValueError(f"the split has {ids.numel()} tokens in its tokenized start, fewer than {n} windows x "
                          f"{length}; lower pretrained.windows or the longest of pretrained.lens")
-    out = []
+    out, b = [], torch.tensor(list(bos), dtype=ids.dtype)
     for w in range(n):
-        a = w * length
-        out.append((ids[a:a + length], (ends[a + 1:a + length] - ends[a:a + length - 1]).double()))
+        a = w * text
+        if bos:  # targets a .. a+text-1; token a's text starts at the previous token's end (0 at the split's start)
+            prev = torch.cat([ends[a - 1:a] if a else torch.zeros(1, dtype=ends.dtype), ends[a:a + text - 1]])
+            out.append((torch.cat([b, ids[a:a + text]]), (ends[a:a + text] - prev).double()))
+        else:
+            out.append((ids[a:a + length], (ends[a + 1:a + length] - ends[a:a + length - 1]).double()))
     return out
 
 
@@ -139,20 +149,54 @@ def precision_rows(model, encoding, wins, lens, pipelines, *, chunk, impl, kl_ba
     return rows
 
 
-def passkey_rows(model, tok, encoding, lens, samples, *, impl, progress):
-    """acc per (length, sample): sample i at depth (i + 0.5) / samples, key i of passkey.keys (protocol passkey)."""
-    rows, ks = [], passkey.keys(samples)
+def same_frequencies(encoding):
+    """(len_a, len_b) -> True when every layer type's frequencies at the two lengths are equal (a cached prefix of
+    one is then the other's prefix too)."""
+    encs = list(encoding.values()) if isinstance(encoding, dict) else [encoding]
+
+    def same(a, b):
+        return all(torch.equal(x[0], y[0]) and x[1] == y[1]
+                   for x, y in ((e.frequencies(a), e.frequencies(b)) for e in encs))
+    return same
+
+
+def retrieval_rows(model, tok, encoding, lens, pre, prose, *, progress):
+    """acc and answer_nll per (length, sample): sample i at depth depths[i % len(depths)], key i (the same for
+    every variant); prompts run in an order that lets neighbours share their prefix's work."""
+    ks, others = retrieval.keys(pre.needle, pre.samples), retrieval.distractors(pre.needle)
+    hay = None if pre.needle == "passkey" else retrieval.prose_haystack(tok, prose, max(lens))
+    order = {L: g for g, (_, Ls) in enumerate(groups(encoding, lens)) for L in Ls}
+    jobs = []
     for L in lens:
         for i, key in enumerate(ks):
-            depth = (i + 0.5) / samples
+            depth = pre.depths[i % len(pre.depths)]
+            ids, ans = retrieval.prompt(tok, pre.needle, L, depth, key, others, hay)
+            jobs.append((order[L], ids, ans, L, i, depth))
+    jobs.sort(key=lambda j: (j[0], j[1]))
+    rows, scorer, t0 = [], retrieval.Scorer(model, same_frequencies(encoding)), time.perf_counter()
+    with rotary.swapped(model, encoding, impl=pre.impl):
+        for k, (_, ids, ans, L, i, depth) in enumerate(jobs):
             t = time.perf_counter()
-            with rotary.swapped(model, encoding, impl=impl):
-                cont = passkey.greedy(model, passkey.prompt(tok, L, depth, key).to(model.device)).cpu()
-            ok = passkey.found(tok, cont, key)
+            acc, nll, shared = scorer.score(ids, ans)
             if progress:
-                print(f"  passkey {L} depth {depth:.2f}: {ok:.0f} ({time.perf_counter() - t:.1f}s)", flush=True)
-            rows.append(_m("acc", ok, "frac", L, "passkey", i, depth=round(depth, 4)))
+                print(f"  {pre.needle} {L} depth {depth:.3f} sample {i}: {acc:.0f} nll {nll:.2f} (reused {shared}, "
+                      f"{time.perf_counter() - t:.1f}s; {k + 1}/{len(jobs)} at {time.perf_counter() - t0:.0f}s)",
+                      flush=True)
+            extra = dict(depth=depth, needle=pre.needle, shared=shared)
+            rows += [_m("acc", acc, "frac", L, "retrieval", i, **extra),
+                     _m("answer_nll", nll, "nats", L, "retrieval", i, **extra)]
     return rows
+
+
+def lengths(pre, hf):
+    """pre.lens, or pre.multiples x the checkpoint's trained context; reference_len must be one of them."""
+    lens = sorted(set(pre.lens if pre.lens is not None else
+                      [int(round(m * variants.trained_len(hf))) for m in pre.multiples]))
+    if pre.reference_len and pre.reference_len not in lens:
+        raise ValueError(f"pretrained.reference_len {pre.reference_len} must be one of the lengths {lens} (or 0)")
+    if lens[0] < 2:
+        raise ValueError(f"pretrained lengths {lens}: every length must be at least 2 tokens")
+    return lens
 
 
 def check(pre):
@@ -162,6 +206,8 @@ def check(pre):
     for name in pre.pipelines:
         pp.resolve(name)
     data.check_corpus(pre.corpus)
+    from harness.pretrained.proxy import target_config
+    lengths(pre, target_config(pre.path or pre.name))
 
 
 def rows(pre, progress=True, device="cpu"):
@@ -170,24 +216,28 @@ def rows(pre, progress=True, device="cpu"):
     model.to(device)
     hf = model.config.to_dict()
     encoding, params = variants.build(hf, pre.extension, pre.factor, pre.impl, pre.layers)
-    longest = max(pre.lens)
-    if pre.study != "passkey":  # passkey builds its own prompts
-        ids, ends = tokens(tok, pre.corpus, pre.split, pre.windows * longest)
-        wins = [(w.to(device), b) for w, b in windows(ids, ends, pre.windows, longest)]
-    if pre.study == "lm":
-        out = lm_rows(model, encoding, wins, pre.lens, bucket=pre.bucket, chunk=pre.chunk, impl=pre.impl,
-                      reference_len=pre.reference_len if pre.extension == "none" else 0, progress=progress)
-    elif pre.study == "passkey":
-        out = passkey_rows(model, tok, encoding, pre.lens, pre.windows, impl=pre.impl, progress=progress)
+    lens = lengths(pre, hf)
+    longest = max(lens)
+    if pre.study == "retrieval":
+        prose = [] if pre.needle == "passkey" else tokens(tok, pre.corpus, pre.split, longest)[0].tolist()
+        out = retrieval_rows(model, tok, encoding, lens, pre, prose, progress=progress)
     else:
-        out = precision_rows(model, encoding, wins, pre.lens, pre.pipelines, chunk=pre.chunk, impl=pre.impl,
+        ids, ends = tokens(tok, pre.corpus, pre.split, pre.windows * longest)
+        wins = [(w.to(device), b) for w, b in windows(ids, ends, pre.windows, longest, retrieval.bos(tok))]
+    if pre.study == "lm":
+        out = lm_rows(model, encoding, wins, lens, bucket=pre.bucket, chunk=pre.chunk, impl=pre.impl,
+                      reference_len=pre.reference_len if pre.extension == "none" else 0, progress=progress)
+    elif pre.study == "precision":
+        out = precision_rows(model, encoding, wins, lens, pre.pipelines, chunk=pre.chunk, impl=pre.impl,
                              kl_bar=pre.kl_bar, progress=progress)
     c = model.config
     fields = dict(model=checkpoint.label(pre.name, pre.path), d_model=c.hidden_size, n_layers=c.num_hidden_layers,
                   n_heads=c.num_attention_heads, head_dim=params["head_dim"], train_len=variants.trained_len(hf),
                   encoding=params["encoding"])
     common = {k: v for k, v in params.items() if k not in ("encoding",)}
-    common.update(pretrained=pre.name, corpus=pre.corpus, split=pre.split, windows=pre.windows)
+    common.update(pretrained=pre.name, corpus=pre.corpus, split=pre.split, windows=pre.windows,
+                  corpus_sha256=data.load_corpus(pre.corpus).sha256,
+                  checkpoint_sha256=checkpoint.sha256(checkpoint.locate(pre.name, pre.path)))
     for r in out:
         r["extra_params"] = {**common, **r["extra_params"]}
     return out, fields
