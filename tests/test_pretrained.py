@@ -254,3 +254,19 @@ def test_retrieval_scores_with_a_shared_prefix_as_without_one():
     dyn = variants.build(model.config.to_dict(), "dynamic", 2.0)[0]
     same = study.same_frequencies(dyn)
     assert same(32, TRAINED) and not same(TRAINED, 96) and not same(80, 96)
+
+
+@pytest.mark.parametrize("T", [48, 96])
+def test_forward_flops_is_pytorchs_own_count(T):
+    """The closed-form FLOPs of a forward against PyTorch's FlopCounterMode (torch.utils.flop_counter), which counts
+    every matmul of the model's actual forward, eager attention's QK^T and AV over the whole (T x T) square
+    included: with causal=False the two agree exactly (both count matmuls only)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from harness.pretrained import speed
+    model = llama()
+    model.set_attn_implementation("eager")  # CPU SDPA's fused kernel is not counted by FlopCounterMode
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        model(ids(T)[None])
+    want = fc.get_total_flops()
+    assert speed.forward_flops(model.config.to_dict(), T, causal=False) == want
+    assert speed.forward_flops(model.config.to_dict(), T) < want  # the causal count is the lower triangle

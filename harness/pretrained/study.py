@@ -10,8 +10,9 @@ each group is one forward at its longest length (tests/test_pretrained.py checks
 
 - `study=lm`: per (window, length) `bpb` (bits per byte of the scored targets' text: comparable across tokenizers)
   and `ppl` (per token); `nll_by_pos` per `bucket` of positions at the longest length; `eval_tokens_per_s` of each
-  forward. With the checkpoint's own RoPE (`none`), also transformers' unmodified forward at `reference_len`
-  (rows with rope_impl 'transformers'): the check that the swap is the model.
+  forward, and `flops_ratio`: its useful FLOP/s over an fp32 matmul's in the same process (harness.pretrained.speed).
+  With the checkpoint's own RoPE (`none`), also transformers' unmodified forward at `reference_len` (rows with
+  rope_impl 'transformers'): the check that the swap is the model.
 - `study=retrieval`: per (length, sample) `acc` (exact match of the answer, 0/1) and `answer_nll` (nats) of one
   needle task (harness.pretrained.retrieval: passkey, RULER's single and multikey), sample i at depth
   depths[i % len(depths)], the same keys for every variant (`seed` = sample).
@@ -30,7 +31,7 @@ import torch
 
 from harness.tasks import data
 from harness.measure import precision_pipelines as pp
-from harness.pretrained import checkpoint, retrieval, rotary, scoring, variants
+from harness.pretrained import checkpoint, retrieval, rotary, scoring, speed, variants
 
 LN2 = math.log(2.0)
 
@@ -95,14 +96,17 @@ def _m(metric, value, unit, eval_len, protocol, window, **params):
 
 
 def lm_rows(model, encoding, wins, lens, *, bucket, chunk, impl, reference_len, progress):
-    rows, longest = [], max(lens)
+    rows, longest, hf = [], max(lens), model.config.to_dict()
+    peak = speed.yardstick(hf["hidden_size"], hf["intermediate_size"])
     for w, (ids, nbytes) in enumerate(wins):
         for M, Ls in groups(encoding, lens):
             t = time.perf_counter()
             with rotary.swapped(model, encoding, impl=impl):
                 nll = scoring.token_nll(model, ids[:M], chunk)  # (M-1,)
-            rows.append(_m("eval_tokens_per_s", M / (time.perf_counter() - t), "tokens/s", M, "eval", w,
-                           rope_impl="harness"))
+            dt = time.perf_counter() - t
+            rows.append(_m("eval_tokens_per_s", M / dt, "tokens/s", M, "eval", w, rope_impl="harness"))
+            rows.append(_m("flops_ratio", speed.forward_flops(hf, M, head=M - 1) / dt / peak, "ratio", M, "eval", w,
+                           rope_impl="harness", yardstick_flops=peak))
             if progress:
                 print(f"  window {w} forward {M}: {time.perf_counter() - t:.1f}s", flush=True)
             for L in Ls:
