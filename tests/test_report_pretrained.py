@@ -143,3 +143,55 @@ def test_a_tau_without_an_interval_is_never_called_apart():
     assert pretrained_transfer._overlap(one_seed, full) == "no interval"
     assert pretrained_transfer._tau(one_seed) == "+0.50 [no interval: n < 2]"
     assert pretrained_transfer._overlap(full, TauInterval(0.6, 0.4, 0.8, 0.6, 0.4, 0.8, 8, 5, 4)) == "intervals apart"
+
+
+def retrieval_rows(acc, lens=(1024, 2048), samples=8, depths=(0.25, 0.75)):
+    """acc / answer_nll rows of study=retrieval: acc[variant] = P(found) (deterministic pattern), NLL = 1 - found."""
+    out = []
+    for v, p in acc.items():
+        for L in lens:
+            for i in range(samples):
+                found = float(i < round(p * samples))
+                prm = json.dumps(dict(pretrained="smollm2", extension=v, factor=2.0, needle="passkey",
+                                      depth=depths[i % len(depths)], corpus="kjv"))
+                for metric, value in (("acc", found), ("answer_nll", 1.0 - found + 0.1 * i)):
+                    out.append(dict(metric=metric, value=value, eval_len=L, seed=i, train_len=8192,
+                                    sweep="pretrained_retrieval", protocol="retrieval", params=prm, model="SmolLM2",
+                                    n_layers=30, d_model=576, n_heads=9, head_dim=64))
+    return out
+
+
+def test_every_interval_the_report_draws_for_a_bounded_metric_stays_in_its_range(tmp_path):
+    """The bounds check refuses an interval outside its metric's range (a t interval on 1 of 5 found runs below 0,
+    the old passkey band's defect), and the pretrained report with its figures, built from the committed results
+    and from retrieval rows at 0 and 1 found, passes every interval through it (it would raise otherwise)."""
+    from harness import stats
+    from harness.report.bounds import checked
+    with pytest.raises(ValueError, match="acc interval .* leaves the metric's range"):
+        checked("acc", stats.interval([1, 0, 0, 0, 0]))
+    checked("acc", stats.interval([1, 0, 0, 0, 0], method="wilson"))
+    report_pretrained.build([ROOT / "results" / "pretrained"], tmp_path / "committed")
+    df = _rows(retrieval_rows({"none": 0.0, "dynamic": 1.0, "yarn": 0.5}))
+    text = report_pretrained.build([_write(tmp_path, df)], tmp_path / "synthetic").read_text()
+    assert "0/8 [0.00, 0.32]" in text and "8/8 [0.68, 1.00]" in text  # Wilson 95% (statsmodels), n = 8
+    assert (tmp_path / "synthetic" / "retrieval_smollm2.png").is_file()
+
+
+def _write(tmp_path, df):
+    run = tmp_path / "rows" / "runs" / "r0"
+    run.mkdir(parents=True)
+    df.assign(run_id="r0").to_parquet(run / "rows.parquet")
+    (run / "status.json").write_text(json.dumps({"status": "ok"}))
+    return tmp_path / "rows"
+
+
+def test_code_and_prose_that_establish_opposite_orders_are_named():
+    means = {("none", 1.0): 0.9, ("linear", 2.0): 1.0, ("yarn", 2.0): 0.8}
+    code = real_rows(means, windows=6, noise=0.005)
+    prose = real_rows({("none", 1.0): 0.9, ("linear", 2.0): 0.8, ("yarn", 2.0): 0.8}, windows=6, noise=0.005)
+    for r in prose:
+        r["params"] = r["params"].replace('"pystdlib"', '"kjv"')
+    from harness.pretrained.rows import prepare
+    lines = "\n".join(report_pretrained.corpora_lines(prepare(_rows(code + prose))))
+    assert "none vs linear x2 (code -0.10" in lines and "prose +0.09" in lines  # established both ways: named
+    assert "linear x2 > yarn x2 on pystdlib only" in lines and "none vs yarn" not in lines  # agreeing: not listed

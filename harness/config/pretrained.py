@@ -32,7 +32,8 @@ class PretrainedConfig:
     samples: int = 20  # study=retrieval: samples per length, spread evenly over the depths
     bucket: int = 1024  # nll_by_pos bucket width (positions)
     chunk: int = 1024  # LM-head positions per chunk: never a (T x vocab) logits tensor of a whole window
-    reference_len: int = 2048  # transformers' own forward at this length on the `none` rows (0: off)
+    reference_len: Optional[int] = None  # transformers' own forward at this length on the `none` rows (None:
+    # the shortest length; 0: off)
     kl_bar: float = 1e-3  # kl_safe_len's bar (nats)
     impl: str = "eager"  # the harness's rotation (harness.rope.IMPLS); eager is HF's formula
 

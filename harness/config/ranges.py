@@ -82,7 +82,7 @@ RANGES = {
     "pretrained.windows": count(1),
     "pretrained.bucket": count(1),
     "pretrained.chunk": count(1),
-    "pretrained.reference_len": count(0, zero="off"),
+    "pretrained.reference_len": count(0, zero="off", null="the shortest length"),
     "pretrained.kl_bar": positive(),
     # the encodings' constructor parameters, by name (one meaning in every encoding that takes it)
     "encoding.base": positive(),

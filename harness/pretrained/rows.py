@@ -9,12 +9,12 @@ ORDER = list(EXTENSIONS)  # the study's variants in their registry order: tables
 
 def prepare(df):
     """The pretrained rows with their knobs as columns: variant (extension, `xF` where F != 1), impl, corpus,
-    pipeline, pos_lo."""
+    pipeline, pos_lo, and a retrieval row's needle and depth."""
     d = df[df.params.str.contains('"pretrained"')].copy()
     p = d.params.map(json.loads)
     d["extension"] = p.map(lambda q: q["extension"])
     d["variant"] = p.map(lambda q: label(q["extension"], q["factor"]))
-    for key in ("rope_impl", "corpus", "pipeline", "pos_lo"):
+    for key in ("rope_impl", "corpus", "pipeline", "pos_lo", "needle", "depth"):
         d[key] = p.map(lambda q, k=key: q.get(k))
     return d
 

@@ -193,14 +193,15 @@ def retrieval_rows(model, tok, encoding, lens, pre, prose, *, progress):
 
 
 def lengths(pre, hf):
-    """pre.lens, or pre.multiples x the checkpoint's trained context; reference_len must be one of them."""
+    """(lengths, reference length): pre.lens, or pre.multiples x the checkpoint's trained context; reference_len
+    must be one of them (None: the shortest; 0: none)."""
     lens = sorted(set(pre.lens if pre.lens is not None else
                       [int(round(m * variants.trained_len(hf))) for m in pre.multiples]))
     if pre.reference_len and pre.reference_len not in lens:
         raise ValueError(f"pretrained.reference_len {pre.reference_len} must be one of the lengths {lens} (or 0)")
     if lens[0] < 2:
         raise ValueError(f"pretrained lengths {lens}: every length must be at least 2 tokens")
-    return lens
+    return lens, lens[0] if pre.reference_len is None else pre.reference_len
 
 
 def check(pre):
@@ -220,7 +221,7 @@ def rows(pre, progress=True, device="cpu"):
     model.to(device)
     hf = model.config.to_dict()
     encoding, params = variants.build(hf, pre.extension, pre.factor, pre.impl, pre.layers)
-    lens = lengths(pre, hf)
+    lens, reference = lengths(pre, hf)
     longest = max(lens)
     if pre.study == "retrieval":
         prose = [] if pre.needle == "passkey" else tokens(tok, pre.corpus, pre.split, longest)[0].tolist()
@@ -230,7 +231,7 @@ def rows(pre, progress=True, device="cpu"):
         wins = [(w.to(device), b) for w, b in windows(ids, ends, pre.windows, longest, retrieval.bos(tok))]
     if pre.study == "lm":
         out = lm_rows(model, encoding, wins, lens, bucket=pre.bucket, chunk=pre.chunk, impl=pre.impl,
-                      reference_len=pre.reference_len if pre.extension == "none" else 0, progress=progress)
+                      reference_len=reference if pre.extension == "none" else 0, progress=progress)
     elif pre.study == "precision":
         out = precision_rows(model, encoding, wins, lens, pre.pipelines, chunk=pre.chunk, impl=pre.impl,
                              kl_bar=pre.kl_bar, progress=progress)

@@ -15,15 +15,17 @@ import pandas as pd
 from harness import results, stats
 from harness.pretrained import checkpoint
 from harness.pretrained.rows import lm_rows, order as _order, prepare
-from harness.report import pretrained_transfer
+from harness.report import pretrained_retrieval, pretrained_transfer
+from harness.report.pretrained_precision import precision_lines
+from harness.report.bounds import checked
 from harness.report.pretrained_plots import figure
 
+CORPORA = {"pystdlib": "code: the Python stdlib", "kjv": "prose: the King James Bible"}
 BLOCK = re.compile(r"(<!-- pretrained-table: (\S+) -->\n)(.*?)(<!-- /pretrained-table -->)", re.S)
 
 
-def _cell(x, method="t"):
-    if method == "wilson":  # asymmetric, inside [0, 1]: k/n and the interval
-        return "—" if x.n == 0 else f"{round(x.mean * x.n):.0f}/{x.n} [{x.lo:.2f}, {x.hi:.2f}]"
+def _cell(x, metric):
+    checked(metric, x)
     return "—" if x.n == 0 else (f"{x.mean:.3f}" if x.n < 2 else f"{x.mean:.3f} ± {x.half:.3f}")
 
 
@@ -31,13 +33,13 @@ def _diff(x):
     return "—" if x.n < 2 else f"{x.diff:+.3f} [{x.lo:+.3f}, {x.hi:+.3f}]{' *' if x.significant else ''}"
 
 
-def variant_table(rows, lens=None, head="variant", method="t"):
-    """Markdown: variant x length of rows' values, mean ± half over windows (or samples), or for method wilson
-    (0/1 values) k/n [Wilson 95%]; lens default: all."""
+def variant_table(rows, lens=None, head="variant"):
+    """Markdown: variant x length of rows' values (one metric), mean ± half of the 95% t interval over windows;
+    lens default: all."""
     lens = sorted(rows.eval_len.unique()) if lens is None else lens
     lines = [f"| {head} | " + " | ".join(f"{L}" for L in lens) + " |", "|---" * (len(lens) + 1) + "|"]
     for v in _order(rows.variant.unique()):
-        cells = [_cell(stats.interval(rows[(rows.variant == v) & (rows.eval_len == L)].value, method=method), method)
+        cells = [_cell(stats.interval(rows[(rows.variant == v) & (rows.eval_len == L)].value), rows.metric.iloc[0])
                  for L in lens]
         lines.append(f"| {v} | " + " | ".join(cells) + " |")
     return lines
@@ -49,17 +51,60 @@ def bpb_table(d, corpus="pystdlib"):
     return variant_table(b), int(b.seed.nunique())
 
 
-def reference_line(d):
+def reference_line(d, corpus="pystdlib"):
     """The `none` rows against transformers' own forward on the same windows."""
-    t = d[(d.metric == "bpb") & (d.rope_impl == "transformers")]
+    t = d[(d.metric == "bpb") & (d.rope_impl == "transformers") & (d.corpus == corpus)]
     if t.empty:
         return "transformers' own forward: not measured."
-    h = lm_rows(d, t.corpus.iloc[0])
+    h = lm_rows(d, corpus)
     h = h[(h.extension == "none") & (h.eval_len == t.eval_len.iloc[0])]
     m = t.set_index("seed").value.align(h.set_index("seed").value, join="inner")
     gap = float((m[0] - m[1]).abs().max())
     return (f"With the checkpoint's own RoPE (`none`) the harness's rotation gives transformers' unmodified forward: "
             f"max |Δ bits/byte| = {gap:.1e} at {int(t.eval_len.iloc[0])} tokens over n = {len(m[0])} windows.")
+
+
+def corpora_lines(d):
+    """Markdown: where code and prose disagree about an order at the longest length: pairs of variants whose paired
+    difference excludes 0 on both corpora with opposite signs, and pairs established on one corpus only."""
+    if not all(len(lm_rows(d, c)) for c in CORPORA):
+        return []
+    L = int(min(lm_rows(d, c).eval_len.max() for c in CORPORA))
+    tabs = {c: stats.seed_table(lm_rows(d, c)[lm_rows(d, c).eval_len == L], "variant") for c in CORPORA}
+    names = [v for v in _order(tabs["pystdlib"].columns) if v in tabs["kjv"]]
+    flips, one = [], []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            p = {c: stats.paired(tabs[c][a], tabs[c][b]) for c in CORPORA}
+            sig = {c: p[c].significant for c in CORPORA}
+            if all(sig.values()) and (p["pystdlib"].diff > 0) != (p["kjv"].diff > 0):
+                flips.append(f"{a} vs {b} (code {p['pystdlib'].diff:+.3f}, prose {p['kjv'].diff:+.3f})")
+            elif any(sig.values()) and not all(sig.values()):
+                c = next(c for c in CORPORA if sig[c])
+                one.append(f"{a} {'>' if p[c].diff > 0 else '<'} {b} on {c} only")
+    n = {c: tabs[c].shape[0] for c in CORPORA}
+    return [f"### Code against prose at {L} tokens\n",
+            f"Pairs of variants whose order the two corpora establish in opposite directions (paired 95% CIs both "
+            f"excluding 0; n = {n['pystdlib']} code and {n['kjv']} prose windows): "
+            + ("; ".join(flips) if flips else "none") + ".",
+            "", "Established on one corpus only (bits per byte, higher is worse): "
+            + ("; ".join(one) if one else "none") + ".", ""]
+
+
+def speed_lines(d):
+    """Markdown: the forwards' useful FLOP/s as a fraction of an fp32 matmul's in the same process, per length."""
+    f = d[d.metric == "flops_ratio"]
+    if f.empty:
+        return []
+    s = stats.summarize(f.assign(forward=range(len(f))), ["eval_len"], seed="forward")  # each forward one value
+    peak = f.params.map(lambda p: json.loads(p).get("yardstick_flops")).median()
+    return ["### Speed against the machine\n",
+            f"Each scoring forward's useful FLOPs (projections, causal attention, LM head; "
+            f"harness.pretrained.speed) per second over an fp32 matmul's in the same process (median yardstick "
+            f"{peak / 1e9:.0f} GFLOP/s): "
+            + ", ".join(f"{int(q.eval_len)} tokens {checked('flops_ratio', q)['mean']:.2f} (n = {int(q.n)} forwards)"
+                       for _, q in s.iterrows()) + ".",
+            ""]
 
 
 def comparisons(d, L, against, corpus="pystdlib"):
@@ -73,43 +118,6 @@ def comparisons(d, L, against, corpus="pystdlib"):
         lines.append(f"| {v} | " + " | ".join("" if v == a else _diff(stats.paired(t[v], t[a])) for a in against)
                      + " |")
     return lines
-
-
-def precision_lines(d):
-    """Markdown: per corpus and pipeline, mean KL to the fp32 pipeline in three position ranges, kl_safe_len and
-    the PPL gap at the longest length (n = windows)."""
-    p = d[d.pipeline.notna()]
-    if p.empty:
-        return []
-    out = ["| corpus | pipeline | KL, positions < 1024 | KL, 4096–8191 | KL, ≥ 8192 | kl_safe_len | PPL gap at "
-           f"{int(p.eval_len.max())} |", "|---|---|---|---|---|---|---|"]
-    for (corpus, name), g in p.groupby(["corpus", "pipeline"]):
-        kl = g[g.metric == "kl_fp32"]
-
-        def rng(lo, hi):  # per window: the mean KL over the log windows inside [lo, hi), weighted by width
-            k = kl[(kl.pos_lo >= lo) & (kl.eval_len <= hi)]
-            w = k.eval_len - k.pos_lo
-            return stats.interval((k.value * w).groupby(k.seed).sum() / w.groupby(k.seed).sum())
-        safe = stats.interval(g[g.metric == "kl_safe_len"].value)
-        gap = stats.interval(g[(g.metric == "ppl_gap") & (g.eval_len == g.eval_len.max())].value)
-        out.append(f"| {corpus} | {name} | {_sci(rng(0, 1024))} | {_sci(rng(4096, 8192))} | "
-                   f"{_sci(rng(8192, 10 ** 9))} | {safe.mean:.0f} (min {g[g.metric == 'kl_safe_len'].value.min():.0f}) "
-                   f"| {_sci(gap)} |")
-    return out
-
-
-def passkey_lines(d):
-    """Markdown: passkey accuracy per variant and length, mean ± half over samples (n = samples)."""
-    p = d[(d.metric == "acc") & (d.protocol == "passkey")]
-    if p.empty:
-        return []
-    return [f"Greedy passkey retrieval (Mohtashami & Jaggi 2023, arXiv 2305.16300), n = {p.seed.nunique()} samples "
-            f"per length at depths spread over the context, the same keys for every variant; found / n and the "
-            f"Wilson 95% interval of the accuracy:\n", *variant_table(p, method="wilson"), ""]
-
-
-def _sci(x):
-    return "—" if x.n == 0 else f"{x.mean:.2e} ± {x.half:.1e}" if x.n > 1 else f"{x.mean:.2e}"
 
 
 def _slug(model):
@@ -128,26 +136,30 @@ def model_section(d, laptop=None, out=None, made=None):
     md = [f"## Pretrained model: {r.model}\n",
           f"A real pretrained model, not trained here: {r.model} ({about + '; ' if about else ''}{r.n_layers} layers, "
           f"d_model {r.d_model}, {r.n_heads} heads of {r.head_dim}; trained context {r.train_len}), evaluated with "
-          f"the harness's RoPE in place of its own, fp32, nonoverlapping windows of the corpus's held-out split; the "
-          f"unit of variation is the window, n = windows.\n"]
-    table, n = bpb_table(d)
-    if n:
-        md += [f"### Bits per byte vs window length (pystdlib, n = {n} windows)\n", *table, "", reference_line(d), ""]
-    for L in sorted(lm_rows(d).eval_len.unique()):
-        rows = comparisons(d, L, ["none", "linear x2"]) if L > r.train_len else []
-        if rows:
-            md += [f"Differences in bits per byte at {L} tokens, paired on the windows: mean [95% CI] (* = the CI "
-                   f"excludes 0):\n", *rows, ""]
-    pk = passkey_lines(d)
-    if pk:
-        md += ["### Passkey retrieval\n", *pk]
+          f"the harness's RoPE in place of its own, fp32, nonoverlapping windows of a corpus (code: the Python "
+          f"stdlib's held-out split; prose: the King James Bible); the unit of variation is the window, n = windows.\n"]
+    for corpus in CORPORA:
+        table, n = bpb_table(d, corpus)
+        if not n:
+            continue
+        md += [f"### Bits per byte vs window length ({CORPORA[corpus]}, n = {n} windows)\n", *table, "",
+               reference_line(d, corpus), ""]
+        for L in sorted(lm_rows(d, corpus).eval_len.unique()):
+            rows = comparisons(d, L, ["none", "linear x2"], corpus) if L > r.train_len else []
+            if rows:
+                md += [f"Differences in bits per byte at {L} tokens ({corpus}), paired on the windows: mean [95% CI] "
+                       f"(* = the CI excludes 0):\n", *rows, ""]
+    md += corpora_lines(d) + speed_lines(d)
+    ret = pretrained_retrieval.lines(d)
+    if ret:
+        md += ["### Retrieval over lengths and depths\n", *ret]
     prec = precision_lines(d)
     if prec:
         md += ["### RoPE precision pipelines against fp32\n",
                "The RoPE stages (positions, inv_freq, phase, table, rotation, q/k) in each pipeline's dtypes "
                "(conf/precision/), the rest of the model in fp32; KL(p_fp32 ‖ p_pipeline) per next-token "
                "prediction, kl_safe_len = the end of the last log window up to which every window's mean KL is at "
-               "most 1e-3 nats (mean, and min over windows).\n", *prec, ""]
+               "most 1e-3 nats (mean, and min over windows); KL as mean [percentile-bootstrap 95%] over windows.\n", *prec, ""]
     if laptop is not None and lm_rows(d).variant.nunique() > 1:
         md += ["### Does the laptop study predict the real model?\n"]
         for ratio in (2, 4):
@@ -155,8 +167,10 @@ def model_section(d, laptop=None, out=None, made=None):
         md += pretrained_transfer.section(d, laptop, out, made)
     if out is not None:
         name = f"pretrained_{_slug(r.model)}.png"
-        figure(d, out, made if made is not None else [], name)
-        md += [f"![{r.model}]({name})\n"]
+        if figure(d, out, made if made is not None else [], name):
+            md += [f"![{r.model}]({name})\n"]
+        shown = pretrained_retrieval.figure(d, out, made if made is not None else [], f"retrieval_{_slug(r.model)}.png")
+        md += [f"![{r.model}: retrieval]({shown})\n"] if shown else []
     return md
 
 
@@ -221,7 +235,7 @@ def _summary_lines(d):
         out += [f"RoPE precision pipelines against fp32 (n = {safe.seed.nunique()} windows): the longest position "
                 f"up to which every window's mean KL stays at most {bar:g} nats: "
                 + ", ".join(f"{k} {int(v)}" for k, v in per.items()) + ".", ""]
-    return out + passkey_lines(d)
+    return out + pretrained_retrieval.lines(d)
 
 
 def render(text, root):
@@ -244,7 +258,7 @@ def build(paths, out):
     made = []
     md = ["# Pretrained-model report\n", *section(df, df, out, made)]
     sweeps = claims_dir(paths)
-    if sweeps is not None:
+    if sweeps is not None and checkpoint.SHIPPED["smollm2"].label in set(prepare(df).model):  # the claims name it
         md += ["## Claims on the real model\n", "Judged by the rules of `make claims` (python -m harness.claims "
                f"--sweeps {sweeps} --only 22 23 24), n = windows:\n", *claims_lines(sweeps), ""]
     results.atomic_write(out / "report.md", "\n".join(md).encode())

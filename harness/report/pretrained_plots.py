@@ -2,20 +2,23 @@
 from harness import stats
 from harness.rope.pipelines import pipeline_names
 from harness.pretrained.rows import lm_rows, order as _order
+from harness.report.bounds import checked
 from harness.report.plots import BAND_ALPHA, save, style
 
 
 def figure(d, out, made, name="pretrained.png"):
     """name: up to four panels, two a row: (1) bits per byte vs length per variant (bands: 95% t over windows,
     which differ in how hard their text is); (2) each variant minus `none` paired on the windows (bands: the paired
-    95% CI, the comparison the report makes); (3) KL to fp32 vs position per precision pipeline; (4) passkey
-    accuracy vs length per variant. Variants keep one colour across panels; pipelines take another palette."""
+    95% CI, the comparison the report makes); (3) KL to fp32 vs position per precision pipeline (retrieval has its
+    own figure: harness.report.pretrained_retrieval). Variants keep one colour across panels; pipelines take
+    another palette."""
     import matplotlib.pyplot as plt
     kl, lm = d[(d.metric == "kl_fp32")], lm_rows(d)
-    pk = d[(d.metric == "acc") & (d.protocol == "passkey")]
-    names = _order(set(lm.variant) | set(pk.variant))
+    names = _order(set(lm.variant))
     panels = (["bpb"] * bool(len(lm)) + ["diff"] * (lm.variant.nunique() > 1 and "none" in set(lm.variant))
-              + ["kl"] * bool(len(kl)) + ["pk"] * bool(len(pk)))
+              + ["kl"] * bool(len(kl)))
+    if not panels:
+        return None
     rows = (len(panels) + 1) // 2
     fig, axes = plt.subplots(rows, 2 if len(panels) > 1 else 1, figsize=(13 if len(panels) > 1 else 6.5, 4.6 * rows),
                              squeeze=False)
@@ -23,9 +26,9 @@ def figure(d, out, made, name="pretrained.png"):
     for extra in axes.ravel()[len(panels):]:
         extra.set_visible(False)
     colour = {v: style(i) for i, v in enumerate(names)}
-    for key in ("bpb", "diff", "pk"):
+    for key in ("bpb", "diff"):
         if key in ax:
-            _variant_panel(ax[key], key, lm if key != "pk" else pk, colour)
+            _variant_panel(ax[key], key, lm, colour)
     if "bpb" in ax:
         ax["bpb"].set(ylabel="bits per byte", title=f"{d.model.iloc[0]}: RoPE variants, no fine-tune "
                                                     f"(n = {lm.seed.nunique()} windows)")
@@ -34,17 +37,14 @@ def figure(d, out, made, name="pretrained.png"):
         ax["diff"].axhline(0, color="0.3", lw=0.8)
         ax["diff"].set(ylabel="bits per byte minus none's (same windows)", title="each variant − none, paired "
                                                                                 "(bands: 95% CI)")
-    if "pk" in ax:
-        ax["pk"].set(ylabel="passkey accuracy", ylim=(-0.05, 1.05),
-                     title=f"passkey retrieval (n = {pk.seed.nunique()} samples per length; bands: Wilson 95%)")
-        ax["pk"].legend(fontsize=8)
     if "kl" in ax:
         _precision_panel(ax["kl"], kl)
     save(fig, out, name, made)
+    return name
 
 
 def _variant_panel(a, key, rows, colour):
-    """One curve per variant vs length: the mean (bpb, pk) or the paired difference to none (diff), with bands."""
+    """One curve per variant vs length: the mean (bpb) or the paired difference to none (diff), with bands."""
     lens = sorted(rows.eval_len.unique())
     for v in sorted(rows.variant.unique(), key=list(colour).index):
         if key == "diff" and v == "none":
@@ -55,7 +55,9 @@ def _variant_panel(a, key, rows, colour):
                                                           for L in lens)]
             x, y, lo, hi = lens, [q.diff for q in p], [q.lo for q in p], [q.hi for q in p]
         else:
-            s = stats.summarize(rows[rows.variant == v], ["eval_len"], method="wilson" if key == "pk" else "t")
+            s = stats.summarize(rows[rows.variant == v], ["eval_len"])
+            for _, q in s.iterrows():
+                checked(rows.metric.iloc[0], q)
             x, y, lo, hi = s.eval_len, s["mean"], s.lo, s.hi
         a.plot(x, y, ls, marker=mk, color=c, label=v, lw=1.6, ms=4)
         a.fill_between(x, lo, hi, color=c, alpha=BAND_ALPHA, lw=0)
