@@ -13,7 +13,8 @@ digits in other tokens counts as a miss), `answer_nll` the answer's summed NLL i
 variants on the same prompts).
 
 Shared work: samples whose prompts start alike (every prompt starts with the intro and the haystack's start) reuse
-the KV cache of their common prefix, in an order that makes neighbours share the most (lexicographic), when the
+the KV cache of their common prefix when it is longer than the rest of the prompt (`Scorer.score` says why), in an
+order that makes neighbours share the most (lexicographic), when the
 variant's frequencies do not depend on the length between the two (dynamic NTK past the trained context does:
 those prompts run whole) and the cache is plain (sliding-window caches are not cut: those run whole). Each row
 records the tokens it reused (`shared`)."""
@@ -160,6 +161,10 @@ class Scorer:
             a, b = torch.tensor(self.cached[:lim]), torch.tensor(ids[:lim])
             diff = (a != b).nonzero()
             n = int(diff[0]) if diff.numel() else lim
+            # the rest's forward over a cached prefix attends through an explicit mask (HF builds one when the queries
+            # are fewer than the keys), so it computes the whole (rest x all) rectangle; the whole prompt's causal
+            # forward computes a triangle. Reuse pays only when the prefix is longer than the rest.
+            n = n if n > len(seq) - n else 0
         x = torch.tensor(seq[n:], device=self.model.device)[None]
         with torch.no_grad():
             if n:
