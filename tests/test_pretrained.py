@@ -57,7 +57,7 @@ def test_swap_equals_transformers_per_rope_type(rope_type):
     x = ids(96)
     with torch.no_grad():
         want = model(x[None]).logits
-        with rotary.swapped(model, harness_encoding(model)):
+        with rotary.swapped(model, harness_encoding(model), length=96):
             got = model(x[None]).logits
         again = model(x[None]).logits  # restored on exit
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
@@ -82,7 +82,7 @@ def test_study_variants_equal_transformers(extension):
     x = ids(128)
     with torch.no_grad():
         want = ref(x[None]).logits
-        with rotary.swapped(plain, enc):
+        with rotary.swapped(plain, enc, length=128):
             got = plain(x[None]).logits
     if extension == "resonance_yarn":
         assert not torch.allclose(got, want, atol=1e-5)  # the rounding changes the model
@@ -137,8 +137,11 @@ def test_pipeline_stages_change_the_model_and_fp32_does_not():
 def test_pipeline_with_an_extension_is_refused_in_one_line():
     model = llama()
     enc, _ = variants.build(model.config.to_dict(), "yarn", 2.0)
-    with pytest.raises(ValueError, match="rope_type 'default'"):
-        rotary.HarnessRotary(enc, "hf_bf16")
+    with pytest.raises(ValueError, match="rope_type 'default'"), rotary.swapped(model, enc, "hf_bf16"):
+        pass
+    enc, _ = variants.build(model.config.to_dict(), "dynamic", 2.0)
+    with pytest.raises(ValueError, match="depends on the sequence length"), rotary.swapped(model, enc):
+        pass
 
 
 def test_refusals_name_what_is_wrong(tmp_path):
@@ -270,3 +273,47 @@ def test_forward_flops_is_pytorchs_own_count(T):
     want = fc.get_total_flops()
     assert speed.forward_flops(model.config.to_dict(), T, causal=False) == want
     assert speed.forward_flops(model.config.to_dict(), T) < want  # the causal count is the lower triangle
+
+
+def test_the_swap_goes_through_rope_init_functions_and_leaves_other_models_alone():
+    """transformers' seam: inside the context the registry holds the harness's rope_type and the model's rotary
+    module is its own class built from it; a second model of the same family, run inside the context, is its
+    unmodified self (fp32 and a precision pipeline alike); on exit the registry entry is gone."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    model, other = llama(), llama()
+    enc, _ = variants.build(model.config.to_dict(), "yarn", 2.0)
+    x = ids(40)
+    with torch.no_grad():
+        want = other(x[None]).logits
+        before = set(ROPE_INIT_FUNCTIONS)
+        for pipeline, e in (("fp32", enc), ("bf16", harness_encoding(model))):
+            with rotary.swapped(model, e, pipeline):
+                added = set(ROPE_INIT_FUNCTIONS) - before
+                assert torch.equal(other(x[None]).logits, want)
+                if pipeline == "fp32":
+                    assert len(added) == 1 and type(model.model.rotary_emb) is type(other.model.rotary_emb)
+                    assert model.model.rotary_emb.rope_type == added.pop()
+                assert not torch.equal(model(x[None]).logits, want)
+        assert set(ROPE_INIT_FUNCTIONS) == before and torch.equal(model(x[None]).logits, want)
+
+
+def test_only_the_pretrained_backend_touches_transformers_modeling_code():
+    """No module of the harness rebinds a modeling module's rotation, a model's rotary module or a module's forward
+    (assignments and setattr to apply_rotary_pos_emb, rotary_emb, forward) except harness/pretrained/rotary.py,
+    which swaps the model's rotary module for one of its own class and rebinds the rotation inside one attention
+    module's own forward (the precision pipelines). Calling transformers' functions as references is not touching."""
+    import ast
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / "harness"
+    names = {"apply_rotary_pos_emb", "rotary_emb", "forward"}
+    hits = set()
+    for p in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, (ast.AugAssign, ast.AnnAssign)) else []
+            if any(isinstance(t, ast.Attribute) and t.attr in names for t in targets):
+                hits.add(str(p.relative_to(root)))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr" and len(node.args) > 1 \
+                    and isinstance(node.args[1], ast.Constant) and node.args[1].value in names:
+                hits.add(str(p.relative_to(root)))
+    assert hits == {"pretrained/rotary.py"}, sorted(hits)  # the detector sees the one place allowed

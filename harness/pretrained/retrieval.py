@@ -18,6 +18,8 @@ order that makes neighbours share the most (lexicographic), when the
 variant's frequencies do not depend on the length between the two (dynamic NTK past the trained context does:
 those prompts run whole) and the cache is plain (sliding-window caches are not cut: those run whole). Each row
 records the tokens it reused (`shared`)."""
+import contextlib
+
 import torch
 
 from harness.pretrained import scoring
@@ -146,10 +148,11 @@ def _cut(cache, n):
 
 class Scorer:
     """Scores prompts in turn, reusing the cached prefix the current prompt shares with the previous one when
-    `same_frequencies(len_a, len_b)` says the variant rotates both lengths alike."""
+    `same_frequencies(len_a, len_b)` says the variant rotates both lengths alike; `swap(T)`: the context in which
+    the model rotates as the variant does for a sequence of T tokens (harness.pretrained.rotary.swapped)."""
 
-    def __init__(self, model, same_frequencies):
-        self.model, self.same = model, same_frequencies
+    def __init__(self, model, same_frequencies, swap=contextlib.nullcontext):
+        self.model, self.same, self.swap = model, same_frequencies, swap
         self.cache, self.cached, self.cached_len = None, [], 0
 
     def score(self, ids, answer):
@@ -166,7 +169,7 @@ class Scorer:
             # forward computes a triangle. Reuse pays only when the prefix is longer than the rest.
             n = n if n > len(seq) - n else 0
         x = torch.tensor(seq[n:], device=self.model.device)[None]
-        with torch.no_grad():
+        with torch.no_grad(), self.swap(len(seq)):
             if n:
                 _cut(self.cache, n)
                 out = self.model.model(input_ids=x, past_key_values=self.cache, use_cache=True,

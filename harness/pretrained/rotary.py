@@ -1,58 +1,50 @@
-"""The harness's RoPE inside an HF model: `swapped(model, encoding, pipeline)` replaces the model's rotary
-embedding (`model.model.rotary_emb`) and its modeling module's `apply_rotary_pos_emb` for the duration.
+"""The harness's RoPE inside an HF model, through transformers' own seam: `swapped(model, encoding, pipeline,
+length=T)` registers the encoding's frequencies in `transformers.modeling_rope_utils.ROPE_INIT_FUNCTIONS` under a
+rope_type of its own (the registry's documented extension point: "append new {'rope_type': callable} pairs ... as
+long as the callable has the same signature") and builds the model's own rotary class from a copy of its config whose
+`rope_parameters` name that type (per layer type for Gemma 3). The model then computes its (cos, sin) table and
+rotates q and k with its own code, as it would for a built-in rope_type; on exit the model's rotary module comes back
+and the registry entry goes.
 
-HF's decoders compute (cos, sin) once per forward in `rotary_emb(hidden, position_ids)` and rotate q and k in
-every attention layer with the module-level `apply_rotary_pos_emb(q, k, cos, sin)` (modeling_llama.py and its
-copies in the Qwen, Gemma, Mistral families). Inside the context the first returns the harness encoding's own
-half-width table (T, R/2): its rope_type's frequencies and attention factor (`rope`, `rope_resonance`), or a
-precision pipeline's table stages; the second rotates with `harness.measure.precision_pipelines.rotate`: q and k
-cast to the pipeline's activation dtype, rotated in its rotation dtype by `harness.rope.apply_rotary`, and cast
-back to the model's dtype, so everything but the RoPE stages stays in the model's dtype. HF's own
-`apply_rotary_pos_emb` would fail on the half-width table (its shapes do not broadcast), so a layer the patch
-misses cannot silently mix the two."""
+A rope_type whose frequencies depend on the sequence length (dynamic NTK, LongRoPE) is built for `length`, the
+forward's total length (with a KV cache: prefix and new tokens), so a forward of another length needs another
+context; HF's own dynamic update (which keeps the longest length's frequencies until a forward shorter than the
+trained context) never runs on these types.
+
+Precision pipelines (conf/precision/) change the table's stages and the rotation's dtype, which the model's own code
+does not express: for them the model's rotary module returns the pipeline's half-width table and each of this model's
+attention modules rotates with `harness.measure.precision_pipelines.rotate` for the duration of its own forward
+(the modeling module's `apply_rotary_pos_emb` is rebound inside that call only), so other models are untouched."""
 import contextlib
+import copy
+import functools
+import itertools
 import sys
 
 import torch
-from torch import nn
 
 from harness.measure import precision_pipelines as pp
+from harness.rope.frequencies import SEQ_LEN_TYPES
 
 FP32 = pp.resolve("fp32")  # the guarded fp32 pipeline: every stage fp32 (HF's own recipe for an fp32 model)
+_ids = itertools.count()
 
 
-class HarnessRotary(nn.Module):
-    """Stands in for `model.model.rotary_emb`: (cos, sin), each (T, R/2), for the forward's positions.
-
-    `encoding` is one encoding, or {layer_type: encoding} for models whose RoPE differs per layer type (Gemma 3:
-    `rotary_emb(x, position_ids, layer_type)`, sliding layers at θ 1e4, full-attention layers at θ 1e6)."""
-
-    def __init__(self, encoding, pipeline=FP32):
-        super().__init__()
-        self.encodings = dict(encoding) if isinstance(encoding, dict) else {None: encoding}
-        self.pipeline = pp.resolve(pipeline)
-        for enc in self.encodings.values():
-            if self.pipeline.dtypes() != FP32.dtypes() and type(enc).frequencies is not _plain_frequencies():
-                raise ValueError(f"precision pipeline {self.pipeline.name!r} models plain RoPE's table; use it with "
-                                 f"encoding rope (got {enc.name or type(enc).__name__})")
-            if self.pipeline.dtypes() != FP32.dtypes() and enc.rope_type != "default":
-                raise ValueError(f"precision pipeline {self.pipeline.name!r} models rope_type 'default'; got "
-                                 f"{enc.rope_type!r} (compare extensions with pipeline fp32)")
-
-    def forward(self, x, position_ids, layer_type=None):  # x (B, T, C), position_ids (B, T)
-        if layer_type not in self.encodings:
-            raise ValueError(f"the RoPE swap has no encoding for layer type {layer_type!r}; it has "
-                             f"{sorted(map(str, self.encodings))}")
-        enc = self.encodings[layer_type]
-        pos = position_ids[0]
-        if position_ids.shape[0] > 1 and not bool((position_ids == pos).all()):
-            raise ValueError("the harness's RoPE swap takes one row of positions shared by the batch")
-        if self.pipeline.dtypes() == FP32.dtypes():
-            cos, sin = enc.table(pos, torch.float32)  # the encoding's own path (Resonance's too)
-            enc.end_forward()
-            return cos, sin
-        cos, sin = pp.table(self.pipeline, pos.cpu(), enc.head_dim, enc.base)  # the stages' maths on the CPU
-        return cos.to(pos.device), sin.to(pos.device)
+def _check(encodings, pipeline, length):
+    low = pipeline.dtypes() != FP32.dtypes()
+    for enc in encodings.values():
+        if low and type(enc).frequencies is not _plain_frequencies():
+            raise ValueError(f"precision pipeline {pipeline.name!r} models plain RoPE's table; use it with "
+                             f"encoding rope (got {enc.name or type(enc).__name__})")
+        if low and enc.rope_type != "default":
+            raise ValueError(f"precision pipeline {pipeline.name!r} models rope_type 'default'; got "
+                             f"{enc.rope_type!r} (compare extensions with pipeline fp32)")
+        if enc.rope_type in SEQ_LEN_TYPES and length is None:
+            raise ValueError(f"rope_type {enc.rope_type!r} depends on the sequence length: give the forward's "
+                             f"length (rotary.swapped(..., length=T))")
+    layouts = {e.layout for e in encodings.values()}
+    if layouts != {"half"}:
+        raise ValueError(f"transformers' RoPE decoders rotate the half layout; the encoding has {sorted(layouts)}")
 
 
 def _plain_frequencies():
@@ -60,43 +52,99 @@ def _plain_frequencies():
     return Rope.frequencies
 
 
-def _modules(model):
-    """The modeling modules whose attention layers call a module-level apply_rotary_pos_emb."""
-    names = {type(m).__module__ for m in model.modules()}
-    return [sys.modules[n] for n in sorted(names) if hasattr(sys.modules.get(n), "apply_rotary_pos_emb")]
+def init_function(encodings, length):
+    """A ROPE_INIT_FUNCTIONS entry: (config, device, seq_len, layer_type) -> (inv_freq, attention_factor) of the
+    encoding for that layer type at `length` (the registry's signature; config and seq_len are not read)."""
+    def init(config=None, device=None, seq_len=None, layer_type=None, **_):
+        if layer_type not in encodings:
+            raise ValueError(f"the RoPE swap has no encoding for layer type {layer_type!r}; it has "
+                             f"{sorted(map(str, encodings))}")
+        inv_freq, factor = encodings[layer_type].frequencies(length)
+        return inv_freq.float().to(device) if device is not None else inv_freq.float(), float(factor)
+    return init
+
+
+def _rope_parameters(encodings, name):
+    """The config's rope_parameters naming rope_type `name`: one dict, or one per layer type."""
+    one = {lt: {"rope_type": name, "rope_theta": float(e.base)} for lt, e in encodings.items()}
+    return one[None] if list(one) == [None] else one
+
+
+class PipelineTable(torch.nn.Module):
+    """A precision pipeline's (cos, sin), each (T, R/2), for the forward's positions: the table's stages in the
+    pipeline's dtypes (harness.measure.precision_pipelines.table), computed on the CPU as the pipelines define."""
+
+    def __init__(self, encodings, pipeline):
+        super().__init__()
+        self.encodings, self.pipeline = encodings, pipeline
+
+    def forward(self, x, position_ids, layer_type=None):  # x (B, T, C), position_ids (B, T)
+        enc = self.encodings[layer_type]
+        pos = position_ids[0]
+        if position_ids.shape[0] > 1 and not bool((position_ids == pos).all()):
+            raise ValueError("the harness's RoPE swap takes one row of positions shared by the batch")
+        cos, sin = pp.table(self.pipeline, pos.cpu(), enc.head_dim, enc.base)
+        return cos.to(pos.device), sin.to(pos.device)
+
+
+def _attention_modules(model):
+    """(module, its modeling module) for each of the model's modules whose modeling code rotates with a
+    module-level apply_rotary_pos_emb (its attention layers)."""
+    out = []
+    for m in model.modules():
+        mod = sys.modules.get(type(m).__module__)
+        if hasattr(mod, "apply_rotary_pos_emb") and "Attention" in type(m).__name__:
+            out.append((m, mod))
+    return out
 
 
 @contextlib.contextmanager
-def swapped(model, encoding, pipeline=FP32, impl="eager"):
+def swapped(model, encoding, pipeline=FP32, impl="eager", length=None):
     """Within the context, `model` rotates with `encoding` (a built `rope`-family encoding, or {layer_type:
-    encoding}) under `pipeline`.
-    The patch is on the modeling module, so other models of the same family in this process see it too
-    until the context exits; both are restored on exit, also after an error."""
-    rot = HarnessRotary(encoding, pipeline)
-    p, layouts = rot.pipeline, {e.layout for e in rot.encodings.values()}
-    if len(layouts) > 1:
-        raise ValueError(f"the RoPE swap needs one layout for every layer type; got {sorted(layouts)}")
-    layout = layouts.pop()
-    modules = _modules(model)
-    if not modules:
-        raise ValueError(f"{type(model).__name__}'s modeling code has no module-level apply_rotary_pos_emb; the "
-                         f"RoPE swap supports the Llama, Qwen, Gemma and Mistral families")
+    encoding}) under `pipeline`; `length`: the forward's total length, needed by length-dependent rope_types.
+    The model's rotary module and the registry are restored on exit, also after an error."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    encodings = dict(encoding) if isinstance(encoding, dict) else {None: encoding}
+    p = pp.resolve(pipeline)
+    _check(encodings, p, length)
+    base = model.model
+    own = base.rotary_emb
+    name = f"harness_{next(_ids)}"
+    cfg = copy.copy(own.config)
+    cfg.rope_parameters = _rope_parameters(encodings, name)
+    ROPE_INIT_FUNCTIONS[name] = init_function(encodings, length)
+    patched = []
+    try:
+        if p.dtypes() == FP32.dtypes():
+            base.rotary_emb = type(own)(cfg).to(next(model.parameters()).device)
+        else:
+            base.rotary_emb = PipelineTable(encodings, p)
+            layout = "half"
+            for m, mod in _attention_modules(model):
+                m.forward = functools.partial(_rotating, m, mod, _pipeline_apply(p, layout, impl))
+                patched.append(m)
+        yield model
+    finally:
+        for m in patched:
+            del m.forward  # the class's forward again
+        base.rotary_emb = own
+        ROPE_INIT_FUNCTIONS.pop(name, None)
 
+
+def _pipeline_apply(p, layout, impl):
     def apply(q, k, cos, sin, unsqueeze_dim=1, **_):  # q (B, Hq, T, D), k (B, Hk, T, D); cos, sin (T, R/2)
         if unsqueeze_dim != 1:
             raise ValueError(f"the RoPE swap rotates (B, H, T, D) heads; got unsqueeze_dim={unsqueeze_dim}")
         return (pp.rotate(p, q, cos, sin, layout, impl).to(q.dtype),
                 pp.rotate(p, k, cos, sin, layout, impl).to(k.dtype))
+    return apply
 
-    base = model.model
-    saved = [(m, m.apply_rotary_pos_emb) for m in modules]
-    own = base.rotary_emb
+
+def _rotating(m, mod, apply, *args, **kwargs):
+    """m's own forward with its modeling module's apply_rotary_pos_emb bound to `apply` for this call only."""
+    own = mod.apply_rotary_pos_emb
+    mod.apply_rotary_pos_emb = apply
     try:
-        for m, _ in saved:
-            m.apply_rotary_pos_emb = apply
-        base.rotary_emb = rot
-        yield model
+        return type(m).forward(m, *args, **kwargs)
     finally:
-        base.rotary_emb = own
-        for m, fn in saved:
-            m.apply_rotary_pos_emb = fn
+        mod.apply_rotary_pos_emb = own

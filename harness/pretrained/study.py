@@ -101,7 +101,7 @@ def lm_rows(model, encoding, wins, lens, *, bucket, chunk, impl, reference_len, 
     for w, (ids, nbytes) in enumerate(wins):
         for M, Ls in groups(encoding, lens):
             t = time.perf_counter()
-            with rotary.swapped(model, encoding, impl=impl):
+            with rotary.swapped(model, encoding, impl=impl, length=M):
                 nll = scoring.token_nll(model, ids[:M], chunk)  # (M-1,)
             dt = time.perf_counter() - t
             rows.append(_m("eval_tokens_per_s", M / dt, "tokens/s", M, "eval", w, rope_impl="harness"))
@@ -177,18 +177,18 @@ def retrieval_rows(model, tok, encoding, lens, pre, prose, *, progress):
             ids, ans = retrieval.prompt(tok, pre.needle, L, depth, key, others, hay)
             jobs.append((order[L], ids, ans, L, i, depth))
     jobs.sort(key=lambda j: (j[0], j[1]))
-    rows, scorer, t0 = [], retrieval.Scorer(model, same_frequencies(encoding)), time.perf_counter()
-    with rotary.swapped(model, encoding, impl=pre.impl):
-        for k, (_, ids, ans, L, i, depth) in enumerate(jobs):
-            t = time.perf_counter()
-            acc, nll, shared = scorer.score(ids, ans)
-            if progress:
-                print(f"  {pre.needle} {L} depth {depth:.3f} sample {i}: {acc:.0f} nll {nll:.2f} (reused {shared}, "
-                      f"{time.perf_counter() - t:.1f}s; {k + 1}/{len(jobs)} at {time.perf_counter() - t0:.0f}s)",
-                      flush=True)
-            extra = dict(depth=depth, needle=pre.needle, shared=shared)
-            rows += [_m("acc", acc, "frac", L, "retrieval", i, **extra),
-                     _m("answer_nll", nll, "nats", L, "retrieval", i, **extra)]
+    scorer = retrieval.Scorer(model, same_frequencies(encoding),
+                              lambda T: rotary.swapped(model, encoding, impl=pre.impl, length=T))
+    rows, t0 = [], time.perf_counter()
+    for k, (_, ids, ans, L, i, depth) in enumerate(jobs):
+        t = time.perf_counter()
+        acc, nll, shared = scorer.score(ids, ans)
+        if progress:
+            print(f"  {pre.needle} {L} depth {depth:.3f} sample {i}: {acc:.0f} nll {nll:.2f} (reused {shared}, "
+                  f"{time.perf_counter() - t:.1f}s; {k + 1}/{len(jobs)} at {time.perf_counter() - t0:.0f}s)", flush=True)
+        extra = dict(depth=depth, needle=pre.needle, shared=shared)
+        rows += [_m("acc", acc, "frac", L, "retrieval", i, **extra),
+                 _m("answer_nll", nll, "nats", L, "retrieval", i, **extra)]
     return rows
 
 
