@@ -109,7 +109,15 @@ def validate(argv):
             lm_eval_tasks.update(job_cfg.eval.lm_eval_tasks)
         if lm_eval_tasks:  # checked before any training; lm-eval is a heavy import, made only when asked
             importlib.import_module("harness.lmeval.rows").check_tasks(sorted(lm_eval_tasks))
-        _check_writable(Path(str(OmegaConf.select(cfg, "out"))))
+        out = OmegaConf.select(cfg, "out")
+        if out is None or not str(out).strip():
+            raise ValueError(f"out is empty ({out!r}); give the directory that receives the runs (default: results)")
+        seeds = OmegaConf.select(cfg, "seeds")
+        if multirun and isinstance(seeds, int) and seeds < 1:  # range(0, seeds) would launch no job at all
+            raise ValueError(f"seeds must be >= 1 (the sweep runs seeds 0 .. seeds-1), got {seeds}")
+        if multirun and not all_jobs:
+            raise ValueError("the sweep has no jobs (an empty sweep list); it would succeed having run nothing")
+        _check_writable(Path(str(out)))
         sweep_dir = Path(OmegaConf.select(cfg, "hydra.sweep.dir")) if multirun else None
         if multirun:
             _check_writable(sweep_dir, "hydra.sweep.dir")
@@ -117,6 +125,12 @@ def validate(argv):
         if multirun and launcher == "None":
             raise ValueError(overrides.missing_launcher(OmegaConf.select(cfg, "hydra.runtime.choices")["hydra/launcher"]))
         dirs = overrides.job_dirs(cfg, all_jobs, multirun)
+        seen = {}
+        for job, d in zip(all_jobs, dirs):
+            if d in seen:
+                raise ValueError(f"two jobs resolve to one run dir {d}: {' '.join(seen[d])} and {' '.join(job)}; "
+                                 f"the second would replace the first's rows")
+            seen[d] = job
         if not multirun:
             _check_writable(dirs[0].parent, "hydra.run.dir")
         _scan(cfg, all_jobs, dirs)

@@ -196,6 +196,7 @@ def _run_pretrained(cfg: Config, run_dir, run_id, progress, chash):
     study = importlib.import_module("harness.pretrained.study")  # transformers: a heavy import, only here
     running = _running(cfg, run_dir, run_id, chash)
     results.write_json(run_dir / results.STATUS, running)
+    results.retire_rows(run_dir)  # after the status: a kill in between leaves rows beside 'running', never read
     t_start = time.perf_counter()
     try:
         if cfg.threads:
@@ -230,6 +231,7 @@ def _train_and_measure(cfg: Config, run_dir, run_id, progress, chash):
     running = _running(cfg, run_dir, run_id, chash)
     if writer:
         results.write_json(run_dir / results.STATUS, running)
+        results.retire_rows(run_dir)  # after the status: a kill in between leaves rows beside 'running', never read
     t_start = time.perf_counter()
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)

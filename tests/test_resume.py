@@ -406,3 +406,39 @@ def test_another_sweeps_run_with_another_config_is_not_replaced(tiny, tmp_path, 
     assert status["status"] == "failed" and "holds a finished run of sweep 'test'" in status["message"]
     assert (d / results.ROWS).read_bytes() == before and results.finished(d)
     assert lines(capsys.readouterr().out, "failed ")
+
+
+# ---- stale rows, colliding run dirs, empty out, zero-job sweeps (each failed on the code before the fix)
+
+def test_rows_beside_a_running_status_are_not_results(run, capsys):
+    """A rerun in progress (or killed) writes status 'running': results.load leaves its rows out, naming the run,
+    and a rerun moves the previous rows aside before any work, so a kill mid-rerun leaves no rows to misread."""
+    cfg, d = run
+    assert len(results.load(d))
+    results.write_json(d / results.STATUS, {**results.read_status(d), "status": "running"})
+    df = results.load(d)
+    assert df.empty and df.attrs["failed"] == [(str(d), "running")]
+    assert "its status is 'running'" in capsys.readouterr().err
+    results.retire_rows(d)
+    assert not (d / results.ROWS).exists() and (d / (results.ROWS + ".previous")).is_file()
+
+
+def test_two_overrides_that_differ_only_by_slash_get_two_run_dirs():
+    from harness.config import resolvers
+    a, b = resolvers.run_name("task.corpus=/d/a_b.txt"), resolvers.run_name("task.corpus=/d/a/b.txt")
+    assert a != b and "/" not in a + b
+    assert resolvers.run_name("encoding=rope,seed=0") == "encoding=rope,seed=0"  # nothing to escape: unchanged
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["out="], "out is empty"),
+    (["seeds=0", "sweep=extension"], "seeds must be >= 1"),
+    (["encoding=rope,rope"], "two jobs resolve to one run dir"),
+])
+def test_a_sweep_that_would_write_nowhere_nothing_or_twice_is_refused_before_any_work(tmp_path, argv, says):
+    cmd = [a for a in command(tmp_path, *argv) if not (a.startswith("out=") and argv == ["out="])] + argv[:1]
+    p = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.stderr.startswith("harness: error: ") and says in p.stderr
+    assert not (tmp_path / "out" / "sweeps").exists() and not (tmp_path / "sweeps").exists()

@@ -48,8 +48,11 @@ def encodings() -> str:
 
 def run_name(override_dirname: str) -> str:
     """Run dir name from Hydra's override_dirname ('default' when there is none). Deterministic, so a
-    rerun finds its dir; '/' cannot nest dirs, and a long name keeps a prefix + hash (255-byte limit)."""
+    rerun finds its dir; '/' cannot nest dirs, so a name that had one gets a hash of the original after the escape
+    (`a/b_c` and `a_b/c` stay two dirs), and a long name keeps a prefix + hash (255-byte limit)."""
     name = (override_dirname or "default").replace("/", "_")
+    if "/" in (override_dirname or ""):
+        name += "-" + hashlib.sha256(override_dirname.encode()).hexdigest()[:8]
     if len(name) > 120:  # the seed stays readable: runs that differ only in it sit side by side
         seed = re.search(r"(?:^|,)(seed=\d+)(?=,|$)", name)
         name = f"{name[:100]}-{hashlib.sha256(name.encode()).hexdigest()[:12]}" + (f",{seed.group(1)}" if seed else "")

@@ -17,7 +17,7 @@ import pandas as pd
 
 from harness.results.files import (CHECKPOINT, COLUMNS, FINISHED, HYDRA_FILES, KNOWN, MAX_CONFIG_BYTES,  # noqa: F401
                                    MAX_STATUS_BYTES, ROWS, RUN_FILES, STATUS, TRAIN_LOG, RunDirError, _what,
-                                   atomic_write, clean_temp, read_train_log, writable, write_checkpoint,
+                                   atomic_write, clean_temp, read_train_log, retire_rows, writable, write_checkpoint,
                                    write_error, write_json, write_rows, write_train_log)
 from harness.results.checks import (check_run, checkpoint_of, checkpoint_problem, config_difference,  # noqa: F401
                                     finished, hydra_config_problem, read_status, readable_rows, rows_problem,
@@ -58,7 +58,8 @@ def load(*paths, errors=None, failed=False) -> pd.DataFrame:
     stderr with its path and skipped; the (path, error) pairs are appended to `errors` when given and
     kept in the frame's attrs["skipped"]. Rows of a run whose status is `failed` (what it measured before
     the failure) are left out unless failed=True, each such run named on stderr and in attrs["failed"] as
-    (run dir, message): they are incomplete, and must not read as results."""
+    (run dir, message): they are incomplete, and must not read as results. Rows beside a `running` status are
+    left out always (named the same way, message 'running'): a run in progress or killed."""
     skipped = [] if errors is None else errors
     frames, left_out = [], []
     for path in paths or ("results",):
@@ -74,6 +75,11 @@ def load(*paths, errors=None, failed=False) -> pd.DataFrame:
                 skipped.append((str(bad), problem.replace(f"{bad} ", "", 1)))
                 continue
             status = status or {}
+            if status.get("status") == "running":  # being recomputed, or killed while it was: not results
+                left_out.append((str(d), "running"))
+                _say(f"results.load: leaving out the rows of {d}: its status is 'running' (a run in progress, or one "
+                     f"killed before it finished); rerun it to finish")
+                continue
             if status.get("status") == "failed" and not failed:
                 left_out.append((str(d), status.get("message", "")))
                 print(f"results.load: leaving out the rows of failed run {d} ({status.get('message', '')})",

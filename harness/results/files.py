@@ -83,6 +83,14 @@ def write_rows(run_dir, df: pd.DataFrame):
     atomic_write(Path(run_dir) / ROWS, buf.getvalue())
 
 
+def retire_rows(run_dir):
+    """Move a previous run's rows.parquet aside (to rows.parquet.previous) as a rerun starts: until the rerun
+    writes its own, the dir holds no rows to be read as this run's."""
+    p = Path(run_dir) / ROWS
+    if p.is_file():
+        os.replace(p, p.with_name(ROWS + ".previous"))
+
+
 def write_train_log(run_dir, log):
     atomic_write(Path(run_dir) / TRAIN_LOG, pd.DataFrame(log, columns=["step", "loss", "lr", "tokens", "wall_s"])
                  .to_csv(index=False).encode())
