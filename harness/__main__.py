@@ -94,6 +94,30 @@ def _scan(cfg, all_jobs, dirs):
             results.write_json(d / results.STATUS, {**status, "rerun": f"{problem} (before this command rewrote it)"})
 
 
+# The launchers' numeric settings (hydra-joblib-launcher, hydra-submitit-launcher): name -> (lowest, what it is).
+# joblib's n_jobs may be negative (CPUs + 1 + n_jobs: -1 = every CPU), never 0.
+LAUNCHER_NUMBERS = {"n_jobs": (None, "jobs at a time, or -1 for every CPU"), "timeout_min": (1, "minutes a job may run"),
+                    "cpus_per_task": (1, "CPUs per job"), "tasks_per_node": (1, "tasks per node"),
+                    "nodes": (1, "nodes per job"), "array_parallelism": (1, "jobs of the array at a time"),
+                    "gpus_per_node": (0, "GPUs per node"), "mem_gb": (0, "memory per job (GB)"),
+                    "signal_delay_s": (0, "seconds between the timeout signal and the kill"),
+                    "max_num_timeout": (0, "requeues after a timeout")}
+
+
+def _check_launcher(launcher):
+    """Every numeric launcher setting Hydra's launchers take is one the launcher can run with (else one line
+    before any work: joblib with n_jobs=0 and submitit with timeout_min=0 failed in a traceback)."""
+    for key, (lo, what) in LAUNCHER_NUMBERS.items():
+        v = OmegaConf.select(launcher, key) if launcher is not None else None
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (key != "mem_gb" and not float(v).is_integer()):
+            raise ValueError(f"hydra.launcher.{key} must be a whole number ({what}), got {v!r}")
+        if (v == 0 if lo is None else v < lo):
+            valid = "any whole number but 0" if lo is None else f">= {lo}"
+            raise ValueError(f"hydra.launcher.{key} must be {valid} ({what}), got {v!r}")
+
+
 def validate(argv):
     """Compose and validate every job of this command line; returns (sweep dir or None, n jobs)."""
     argv = overrides.normalise(argv)
@@ -124,6 +148,8 @@ def validate(argv):
         launcher = str(OmegaConf.select(cfg, "hydra.launcher._target_"))
         if multirun and launcher == "None":
             raise ValueError(overrides.missing_launcher(OmegaConf.select(cfg, "hydra.runtime.choices")["hydra/launcher"]))
+        if multirun:
+            _check_launcher(OmegaConf.select(cfg, "hydra.launcher"))
         dirs = overrides.job_dirs(cfg, all_jobs, multirun)
         seen = {}
         for job, d in zip(all_jobs, dirs):

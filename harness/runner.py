@@ -101,12 +101,23 @@ def check(cfg: Config):
     _check_threads(cfg)
 
 
+OVERSUBSCRIBE = "HARNESS_OVERSUBSCRIBE"  # =1: threads may exceed the CPUs (an explicit choice, e.g. a timing study)
+
+
 def _check_threads(cfg: Config):
     """threads=N as torch takes it, by torch's own rule (tried, then put back): a count torch refuses is one line
     before any job starts instead of a traceback at the run's start. The schema's range rule, where it has one,
     comes first (harness.config.to_config)."""
     if not cfg.threads:
         return
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    over = os.environ.get(OVERSUBSCRIBE) == "1"
+    if cfg.threads > (16 * cpus if over else cpus):  # checked before torch spawns them (tens of thousands starve
+        # every process on the machine)
+        raise ValueError(f"threads={cfg.threads} is more than the {cpus} CPUs this process may use"
+                         + (f" x 16, the most {OVERSUBSCRIBE}=1 allows" if over else
+                            f"; set {OVERSUBSCRIBE}=1 to oversubscribe on purpose (up to 16x), or threads=0 for "
+                            f"torch's default"))
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(cfg.threads)

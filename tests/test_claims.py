@@ -595,3 +595,13 @@ def test_writer_states_n_and_plot_draws_intervals(tmp_path):
     assert png == "ci.png" and (tmp_path / png).stat().st_size > 0
     assert plot(tmp_path / "bar.png", {"a": ([0, 1], [0.1, 0.2], [0.0, 0.1], [0.2, 0.3])}, xlabel="x", ylabel="y",
                 title="t", kind="bar") == "bar.png"
+
+
+def test_claims_out_that_is_a_file_is_refused_before_any_work(tmp_path, capsys):
+    """Before the fix every claim ran (minutes) and writing claims.md then failed in a traceback."""
+    from harness.claims.__main__ import main
+    f = tmp_path / "claims.txt"
+    f.write_text("notes")
+    assert main(["--sweeps", str(tmp_path), "--out", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("harness.claims: error: --out") and "is a file" in err and f.read_text() == "notes"

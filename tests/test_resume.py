@@ -442,3 +442,17 @@ def test_a_sweep_that_would_write_nowhere_nothing_or_twice_is_refused_before_any
     assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert p.stderr.startswith("harness: error: ") and says in p.stderr
     assert not (tmp_path / "out" / "sweeps").exists() and not (tmp_path / "sweeps").exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["hydra/launcher=joblib", "hydra.launcher.n_jobs=0"], "hydra.launcher.n_jobs must be any whole number but 0"),
+    (["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=0"], "hydra.launcher.timeout_min must be >= 1"),
+    (["threads=100000"], "threads=100000 is more than the"),
+])
+def test_launcher_settings_and_threads_a_machine_cannot_run_are_one_line_before_any_work(tmp_path, argv, says):
+    """Before the fix: joblib's n_jobs=0 and submitit's timeout_min=0 were tracebacks, and threads=100000 spawned
+    that many threads (starving the machine) before a traceback or a SIGSEGV."""
+    p = cli(tmp_path, *argv)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.stderr.startswith("harness: error: ") and says in p.stderr
+    assert not (tmp_path / "out" / "sweeps").exists()

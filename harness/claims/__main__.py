@@ -41,6 +41,11 @@ def main(argv=None):
     except ValueError as e:
         print(f"harness.claims: error: {e}", file=sys.stderr)
         return 2
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():  # found before the claims run, not when claims.md is written at the end
+        print(f"harness.claims: error: --out {out} is a file, not a directory; give a directory for claims.md and its "
+              f"plots", file=sys.stderr)
+        return 2
     bad = unreadable_checkpoint(args.sweeps)
     if bad:
         print(f"harness.claims: error: {bad}", file=sys.stderr)
