@@ -219,9 +219,12 @@ def _run_pretrained(cfg: Config, run_dir, run_id, progress, chash):
         results.write_json(run_dir / results.STATUS, status)
         print(f"failed {run_id}: {status['message']}")
         return status
-    status = {**running, "status": "ok", "message": "", "wall_s": round(time.perf_counter() - t_start, 3)}
+    status = {**running, "status": "ok", "message": "", "wall_s": round(time.perf_counter() - t_start, 3),
+              # the evaluated file: resume reruns the job when another file sits at its path (checkpoint_of)
+              "checkpoint_sha256": next((r["extra_params"].get("checkpoint_sha256") for r in measured), None)}
     df = results.complete(measured, {**results.base_row(cfg, run_id), "params": {}, **fields}, 0)
     results.write_rows(run_dir, df)
+    status["rows_sha256"] = results.file_sha256(run_dir / results.ROWS)
     if cfg.wandb.mode != "disabled":
         status["wandb"] = "pending"
     results.write_json(run_dir / results.STATUS, status)
@@ -282,6 +285,7 @@ def _train_and_measure(cfg: Config, run_dir, run_id, progress, chash):
     status["wall_s"] = round(time.perf_counter() - t_start, 3)
     df = results.complete(_steps(rows), results.base_row(cfg, run_id), fit.steps)
     results.write_rows(run_dir, df)
+    status["rows_sha256"] = results.file_sha256(run_dir / results.ROWS)
     if cfg.wandb.mode != "disabled":  # logged by run() or the sweep's process, from the files (wandb_sink)
         status["wandb"] = "pending"
     results.write_json(run_dir / results.STATUS, status)

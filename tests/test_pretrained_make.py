@@ -53,3 +53,26 @@ def test_make_pretrained_model_runs_the_whole_report_for_a_local_checkpoint(tmp_
         assert part in text, part
     assert "Claims on the real model" not in text  # the claims are about SmolLM2
     assert (out / "report" / "retrieval_tiny_llama.png").is_file()
+
+
+def test_a_checkpoint_replaced_at_its_path_is_evaluated_again(tmp_path):
+    """status.json records the evaluated checkpoint's sha256: the same command after another model was saved at
+    the same path reruns the job and says why (before: 'skip: finished' with the old model's rows)."""
+    import sys
+    model = tiny_checkpoint(tmp_path / "m")
+    cmd = [sys.executable, "-m", "harness", "pretrained=smollm2", f"pretrained.path={model}", "pretrained.windows=1",
+           "pretrained.multiples=[1.0]", "threads=1", f"out={tmp_path / 'out'}", "wandb.mode=disabled"]
+
+    def run():
+        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout
+    assert "ok " in run() and "skip " in run()
+    import torch
+    torch.manual_seed(1)
+    m = transformers.LlamaForCausalLM.from_pretrained(model)
+    for p in m.parameters():
+        p.data.normal_()
+    m.save_pretrained(model)
+    out = run()
+    assert "rerun " in out and "the checkpoint it evaluated is not the one at its path now" in out

@@ -456,3 +456,15 @@ def test_launcher_settings_and_threads_a_machine_cannot_run_are_one_line_before_
     assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert p.stderr.startswith("harness: error: ") and says in p.stderr
     assert not (tmp_path / "out" / "sweeps").exists()
+
+
+def test_rows_edited_after_the_run_are_not_trusted_as_finished(run, capsys):
+    """status.json records the rows file's sha256: rows cut down to the training rows beside status ok (before:
+    skipped forever) are named and the run computed again."""
+    cfg, d = run
+    assert results.read_status(d)["rows_sha256"] == results.file_sha256(d / results.ROWS)
+    df = pd.read_parquet(d / results.ROWS)
+    df[df.protocol == "train"].to_parquet(d / results.ROWS, index=False)
+    assert runner.run(cfg, d, progress=False)["status"] == "ok"
+    (line,) = lines(capsys.readouterr().out, "rerun ")
+    assert "is not the file the run wrote" in line and (pd.read_parquet(d / results.ROWS).protocol != "train").any()

@@ -19,7 +19,7 @@ from harness.results.files import (CHECKPOINT, COLUMNS, FINISHED, HYDRA_FILES, K
                                    MAX_STATUS_BYTES, ROWS, RUN_FILES, STATUS, TRAIN_LOG, RunDirError, _what,
                                    atomic_write, clean_temp, read_train_log, retire_rows, writable, write_checkpoint,
                                    write_error, write_json, write_rows, write_train_log)
-from harness.results.checks import (check_run, checkpoint_of, checkpoint_problem, config_difference,  # noqa: F401
+from harness.results.checks import (check_run, checkpoint_of, checkpoint_problem, config_difference, file_sha256,  # noqa: F401
                                     finished, hydra_config_problem, read_status, readable_rows, rows_problem,
                                     status_checked, unusable, yaml_loader)
 from harness.results.identity import (CODE, NOT_RESULTS, NOT_RUN_CODE, base_row, code_hash, complete,  # noqa: F401

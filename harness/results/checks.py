@@ -171,6 +171,12 @@ def hydra_config_problem(run_dir):
     return None
 
 
+def file_sha256(path) -> str:
+    """The sha256 of a file's bytes (a run's rows: a few MB at most)."""
+    import hashlib
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def check_run(run_dir):
     """(status or None, problem or None): whether run_dir holds a whole run. The problem (one phrase naming the
     file) where a file the run wrote does not read back whole: status.json (status_checked), rows.parquet of a
@@ -191,6 +197,10 @@ def check_run(run_dir):
     problem = rows_problem(run_dir / ROWS, status.get("run_id"))
     if problem:
         return status, problem
+    want = status.get("rows_sha256")  # runs before the fingerprint have none: their rows are taken as they read
+    if want and file_sha256(run_dir / ROWS) != want:
+        return status, (f"{run_dir / ROWS} is not the file the run wrote (its sha256 differs from the one "
+                        f"status.json records: edited or replaced since)")
     ckpt = run_dir / CHECKPOINT
     if os.path.lexists(ckpt) or status.get("checkpoint"):
         problem, _ = checkpoint_problem(ckpt)
@@ -204,7 +214,13 @@ def checkpoint_of(run_dir, cfg):
     phrase naming it), or None: missing where cfg asks for one (it ran with checkpoint=false), or holding another
     run's model (copied in from another run dir: its config differs from cfg's in what is measured)."""
     ckpt = Path(run_dir) / CHECKPOINT
-    if cfg.pretrained is not None:
+    if cfg.pretrained is not None:  # the evaluated checkpoint is the one at the path now (another file there: rerun)
+        from harness.pretrained import checkpoint
+        status = read_status(run_dir) or {}
+        recorded = status.get("checkpoint_sha256")
+        if recorded and recorded != checkpoint.sha256(checkpoint.locate(cfg.pretrained.name, cfg.pretrained.path)):
+            return ("the checkpoint it evaluated is not the one at its path now (sha256 differs from the one "
+                    "status.json records)")
         return None
     if not os.path.lexists(ckpt):
         return f"{ckpt} is missing (checkpoint=true asks for one)" if cfg.checkpoint else None
