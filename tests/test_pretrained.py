@@ -317,3 +317,42 @@ def test_only_the_pretrained_backend_touches_transformers_modeling_code():
                     and isinstance(node.args[1], ast.Constant) and node.args[1].value in names:
                 hits.add(str(p.relative_to(root)))
     assert hits == {"pretrained/rotary.py"}, sorted(hits)  # the detector sees the one place allowed
+
+
+FAMILIES = {  # small random models of the RoPE families the backend takes: (config class, model class, extra keys)
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {}),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 16}),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {"head_dim": 16, "sliding_window": 16}),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {"partial_rotary_factor": 0.5, "pad_token_id": 0}),
+}
+
+
+@pytest.mark.parametrize("family, extension", [(f, e) for f in sorted(FAMILIES) for e in ("none", "yarn")
+                                               if (f, e) != ("phi3", "yarn")])
+def test_every_family_rotates_as_transformers_does(family, extension):
+    """Per family (Llama, Mistral, Qwen2/3, Gemma 2, Phi-3 with partial rotary): the harness's RoPE through the
+    swap gives transformers' own logits, for the checkpoint's own RoPE (bit for bit) and for YaRN x2 (against the
+    model configured with HF's YaRN rope_parameters; 1e-5). Phi3Config validates any extension as LongRoPE
+    (short/long factor lists), so Phi-3 is compared with its own RoPE only."""
+    conf_cls, model_cls, extra = FAMILIES[family]
+
+    def build(rope):
+        torch.manual_seed(0)
+        cfg = getattr(transformers, conf_cls)(vocab_size=97, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                              num_attention_heads=4, num_key_value_heads=2,
+                                              max_position_embeddings=TRAINED, rope_parameters=rope, **extra)
+        return getattr(transformers, model_cls)(cfg).eval()
+    plain = build({"rope_type": "default", "rope_theta": 10000.0})
+    enc, params = variants.build(plain.config.to_dict(), extension, 2.0)
+    ref = plain if extension == "none" else build({"rope_type": "yarn", "rope_theta": 10000.0, **params["scaling"]})
+    x = ids(100)
+    with torch.no_grad():
+        want = ref(x[None]).logits
+        with rotary.swapped(plain, enc, length=100):
+            got = plain(x[None]).logits
+    if extension == "none":
+        assert torch.equal(got, want)
+    else:
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
