@@ -356,3 +356,23 @@ def test_every_family_rotates_as_transformers_does(family, extension):
         assert torch.equal(got, want)
     else:
         torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
+def test_resonance_keeps_its_own_table_on_the_real_model():
+    """Resonance RoPE's table reduces positions modulo the integer wavelengths (its authors' tiling): the swapped
+    model rotates with that table, so its logits equal, bit for bit, a reference built from the encoding's own table
+    through HF's own rotation formula (rotate_half); HF's rotary class (position x frequency in fp32, no modulo)
+    would differ in the last bits."""
+    model = llama()
+    enc, _ = variants.build(model.config.to_dict(), "resonance_yarn", 2.0)
+    x = ids(90)
+    cos, sin = enc.table(torch.arange(90), torch.float32)  # (T, R/2)
+    full_cos, full_sin = torch.cat([cos, cos], -1)[None], torch.cat([sin, sin], -1)[None]
+    ref = llama()
+    ref.model.rotary_emb.forward = lambda h, position_ids, *a, **k: (full_cos[:, position_ids[0]],
+                                                                    full_sin[:, position_ids[0]])
+    with torch.no_grad():
+        want = ref(x[None]).logits
+        with rotary.swapped(model, enc, length=90):
+            got = model(x[None]).logits
+    assert torch.equal(got, want)

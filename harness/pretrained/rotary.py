@@ -4,7 +4,8 @@ rope_type of its own (the registry's documented extension point: "append new {'r
 long as the callable has the same signature") and builds the model's own rotary class from a copy of its config whose
 `rope_parameters` name that type (per layer type for Gemma 3). The model then computes its (cos, sin) table and
 rotates q and k with its own code, as it would for a built-in rope_type; on exit the model's rotary module comes back
-and the registry entry goes.
+and the registry entry goes. An encoding whose table is more than its frequencies (Resonance RoPE's positions
+modulo its wavelengths) gives the model its own table instead (`OwnTable`), which the model's attention rotates.
 
 A rope_type whose frequencies depend on the sequence length (dynamic NTK, LongRoPE) is built for `length`, the
 forward's total length (with a KV cache: prefix and new tokens), so a forward of another length needs another
@@ -70,6 +71,30 @@ def _rope_parameters(encodings, name):
     return one[None] if list(one) == [None] else one
 
 
+class OwnTable(torch.nn.Module):
+    """An encoding whose table is more than its frequencies (Resonance RoPE reduces each position modulo its integer
+    wavelength before the phase, as its authors tile it): (cos, sin), each (T, R) in HF's half layout (the half
+    table twice), from the encoding's own `table`, for the model's own attention to rotate with."""
+
+    def __init__(self, encodings):
+        super().__init__()
+        self.encodings = encodings
+
+    def forward(self, x, position_ids, layer_type=None):  # x (B, T, C), position_ids (B, T)
+        enc = self.encodings[layer_type]
+        pos = position_ids[0]
+        if position_ids.shape[0] > 1 and not bool((position_ids == pos).all()):
+            raise ValueError("the harness's RoPE swap takes one row of positions shared by the batch")
+        cos, sin = enc.table(pos, torch.float32)
+        enc.end_forward()
+        return torch.cat([cos, cos], -1)[None].to(x.dtype), torch.cat([sin, sin], -1)[None].to(x.dtype)
+
+
+def _own_table(enc):
+    from harness.encodings.rope import Rope
+    return type(enc)._table is not Rope._table or type(enc).table is not Rope.table
+
+
 class PipelineTable(torch.nn.Module):
     """A precision pipeline's (cos, sin), each (T, R/2), for the forward's positions: the table's stages in the
     pipeline's dtypes (harness.measure.precision_pipelines.table), computed on the CPU as the pipelines define."""
@@ -115,7 +140,9 @@ def swapped(model, encoding, pipeline=FP32, impl="eager", length=None):
     ROPE_INIT_FUNCTIONS[name] = init_function(encodings, length)
     patched = []
     try:
-        if p.dtypes() == FP32.dtypes():
+        if p.dtypes() == FP32.dtypes() and any(map(_own_table, encodings.values())):
+            base.rotary_emb = OwnTable(encodings)
+        elif p.dtypes() == FP32.dtypes():
             base.rotary_emb = type(own)(cfg).to(next(model.parameters()).device)
         else:
             base.rotary_emb = PipelineTable(encodings, p)
