@@ -168,3 +168,17 @@ def test_rotary_table_is_built_once_per_forward_and_not_kept_after_it():
         assert enc.table(pos) is t1
         enc.alpha.add_(0.5)
         assert enc.table(pos) is not t1
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if issubclass(ENCODINGS[n], encodings.RotaryEncoding)])
+def test_every_rotary_encoding_keeps_the_rotary_contract(name):
+    """What the real-model backend and the precision studies read from a RotaryEncoding: head_dim, base, layout,
+    rope_type, frequencies (R/2 inverse frequencies and a factor) and a (T, R/2) table that agree."""
+    from harness.rope import LAYOUTS
+    enc = build(name, **DIMS)
+    assert enc.head_dim == DIMS["head_dim"] and enc.base > 0 and enc.layout in LAYOUTS and isinstance(enc.rope_type,
+                                                                                                     str)
+    inv_freq, factor = enc.frequencies(None)
+    cos, sin = enc.table(torch.arange(8), torch.float32)
+    assert inv_freq.ndim == 1 and cos.shape == sin.shape == (8, inv_freq.numel()) and float(factor) > 0
+    torch.testing.assert_close(cos ** 2 + sin ** 2, torch.full_like(cos, float(factor) ** 2))

@@ -30,12 +30,12 @@ def sections(cls=config_lib.Config, prefix=""):
 
 
 SECTIONS = sections()
-SECTION_KEYS = sorted(k for k in RANGES if not k.startswith("encoding."))
+SECTION_KEYS = sorted(RANGES)
 
 
 def numeric_params(name):
-    """An encoding's constructor parameters the table covers (every numeric one: test below)."""
-    return [p for p in encodings.parameters(name) if f"encoding.{p}" in RANGES]
+    """An encoding's constructor parameters that have a Range (every numeric one: test below)."""
+    return list(encodings.ranges(name))
 
 
 def refused(*overrides):
@@ -72,20 +72,24 @@ def test_every_numeric_encoding_parameter_has_a_range():
             if p.name in encodings.MODEL_DIMS or isinstance(p.default, bool):
                 continue
             if isinstance(p.default, (int, float)):
-                r = RANGES.get(f"encoding.{p.name}")
-                assert r is not None, f"{name}.{p.name}: no range in harness/config/ranges.py"
+                r = encodings.ranges(name).get(p.name)
+                assert r is not None, (f"{name}.{p.name}: no Range (declare it in the encoding's RANGES, or in "
+                                       f"harness/encodings/_params.py SHARED for a name several encodings take)")
                 assert r.integer == isinstance(p.default, int), f"{name}.{p.name}"
+    from harness.encodings import _params
     taken = {p for name in encodings.ENCODINGS for p in encodings.parameters(name)}
-    stale = {k for k in RANGES if k.startswith("encoding.") and k.split(".", 1)[1] not in taken}
-    assert not stale, f"ranges of parameters no encoding takes: {stale}"
+    declared = set(_params.SHARED) | {k for c in encodings.ENCODINGS.values() for k in vars(c).get("RANGES", {})}
+    assert not declared - taken, f"ranges of parameters no encoding takes: {declared - taken}"
+    shared = {k for k in _params.SHARED if sum(k in encodings.parameters(n) for n in encodings.ENCODINGS) < 2}
+    assert not shared, f"SHARED names one encoding takes (declare them in its file): {shared}"
 
 
 def test_defaults_lie_in_their_ranges():
     for cls in SECTIONS.values():
         cls()  # its __post_init__ checks every field against the table
     for name, cls in encodings.ENCODINGS.items():
-        for p in numeric_params(name):
-            ranges.check(f"encoding.{p}", inspect.signature(cls).parameters[p].default)
+        for p, r in encodings.ranges(name).items():
+            ranges.check(f"encoding.{p}", inspect.signature(cls).parameters[p].default, r)
 
 
 # --- every field and every encoding parameter, out of range, NaN and infinite: refused by the CLI's validation
@@ -130,9 +134,10 @@ def test_every_encoding_parameter_nan_or_inf_is_refused_naming_it(param):
         assert message.startswith(f"encoding.{param} must ") and message.endswith(f"got {value}"), message
 
 
-@pytest.mark.parametrize("param", sorted(p for p in FIRST_TAKER if RANGES[f"encoding.{p}"].lo > -math.inf))
+@pytest.mark.parametrize("param", sorted(p for p in FIRST_TAKER
+                                         if encodings.ranges(FIRST_TAKER[p])[p].lo > -math.inf))
 def test_every_encoding_parameter_below_its_range_is_refused_naming_it(param):
-    (value,) = bad_values(RANGES[f"encoding.{param}"])[:1]
+    (value,) = bad_values(encodings.ranges(FIRST_TAKER[param])[param])[:1]
     assert refused(f"encoding={FIRST_TAKER[param]}", f"++encoding.{param}={value}").startswith(
         f"encoding.{param} must "), param
 

@@ -1,5 +1,6 @@
-"""The numbers of the typed configuration in one table: RANGES maps "section.field" (and "encoding.<parameter>",
-the encodings' constructor parameters by name) to the Range its values must lie in, and `check_section` is the one
+"""The numbers of the typed configuration in one table: RANGES maps "section.field" to the Range its values must
+lie in (an encoding's parameters: its own file's RANGES and the shared names', harness.encodings._params), and
+`check_section` is the one
 check every section's __post_init__ runs on every numeric field (int, float, their Optional and List forms, and
 any field named here). NaN and +-inf are refused unless a Range allows infinity; a bool is not a number, a float
 is not an integer. Refusals are one line naming the key, the bad value and the valid range:
@@ -7,16 +8,16 @@ is not an integer. Refusals are one line naming the key, the bad value and the v
 
 Relations between fields stay with the section that holds both (harness/config/__init__.py, eval.py) or with the
 encoding that knows them (its constructor: local_global's local_layers against the model's n_layers, t5's
-max_distance against its buckets); `check_encoding` applies the table to an encoding dict before it is built.
-tests/test_validation.py checks that every numeric field of every section and every numeric constructor
-parameter of every registered encoding has an entry here."""
+max_distance against its buckets); `check_encoding` applies the encoding's ranges to an encoding dict before it is
+built. tests/test_validation.py checks that every numeric field of every section has an entry here and every
+numeric constructor parameter of every registered encoding has a Range (harness.encodings.ranges)."""
 import dataclasses
 import inspect
 import math
 import typing
 from typing import Any, Mapping, Optional, Tuple
 
-from harness.config.range_types import SEED_MAX, Range, count, fraction, nonnegative, positive  # noqa: F401
+from harness.range_types import SEED_MAX, Range, count, fraction, nonnegative, positive  # noqa: F401
 
 SCORE = fraction(lo_open=True, why="scores are fractions")
 
@@ -84,36 +85,6 @@ RANGES = {
     "pretrained.chunk": count(1),
     "pretrained.reference_len": count(0, zero="off", null="the shortest length"),
     "pretrained.kl_bar": positive(),
-    # the encodings' constructor parameters, by name (one meaning in every encoding that takes it)
-    "encoding.base": positive(),
-    "encoding.local_base": positive(),
-    "encoding.global_base": positive(),
-    "encoding.partial_rotary_factor": fraction(lo_open=True),
-    "encoding.global_partial_rotary_factor": fraction(lo_open=True),
-    "encoding.window": count(1),
-    "encoding.local_layers": count(1),
-    "encoding.rope_layers": count(1),
-    "encoding.nope_every": count(2),
-    "encoding.floor_scale": positive(),
-    "encoding.attn_scale": nonnegative(),
-    "encoding.train_len": count(1),
-    "encoding.npos": count(2, null="train_len + 1"),
-    "encoding.width": count(1),
-    "encoding.height": count(1),
-    "encoding.sections": count(0, entries="pairs per axis", null="the layout's default split"),
-    "encoding.block_size": count(2),
-    "encoding.init_std": positive(),
-    "encoding.mlp_width": count(1),
-    "encoding.init_c": positive(),
-    "encoding.init_L": positive(),
-    "encoding.eps": nonnegative(),
-    "encoding.max_distance": count(1),
-    "encoding.max_len": count(1),
-    "encoding.num_buckets": count(2),
-    "encoding.scale": positive(null="d_model^-1/2"),
-    "encoding.scale_base": positive(),
-    "encoding.rho": fraction(),
-    "encoding.alpha_init": Range(),
 }
 
 
@@ -181,12 +152,13 @@ def check_encoding(encoding: Mapping[str, Any]):
     The constructor then checks its choices and the relations only it knows."""
     from harness import encodings
     defaults = {p.name: p.default for p in inspect.signature(encodings.ENCODINGS[encoding["name"]]).parameters.values()}
+    own = encodings.ranges(encoding["name"])
     for name, value in encoding.items():
         if name == "name":
             continue
         key = f"encoding.{name}"
-        if key in RANGES:
-            check(key, value)
+        if name in own:
+            check(key, value, own[name])
         elif isinstance(defaults.get(name), bool) and not isinstance(value, bool):
             raise ValueError(f"{key} must be true or false, got {value!r}")
         check_finite(key, value)

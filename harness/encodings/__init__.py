@@ -3,7 +3,8 @@ import importlib
 import inspect
 import pkgutil
 
-from harness.encodings._base import Encoding
+from harness.encodings import _params
+from harness.encodings._base import Encoding, RotaryEncoding
 
 # Model dimensions the model always offers; an encoding takes those its constructor names.
 MODEL_DIMS = ("d_model", "n_heads", "head_dim", "n_layers")
@@ -32,6 +33,13 @@ def parameters(name):
     return list(inspect.signature(ENCODINGS[name]).parameters)
 
 
+def ranges(name):
+    """{parameter: Range} of encoding `name` (harness.encodings._params: the shared names' and its own file's)."""
+    if name not in ENCODINGS:
+        raise ValueError(f"unknown encoding {name!r}; expected one of {list(ENCODINGS)}")
+    return _params.ranges(ENCODINGS[name])
+
+
 def build(name, **params):
     """Instantiate encoding `name`. Model dims it does not use are dropped; any other unknown key is an error."""
     if name not in ENCODINGS:
@@ -44,4 +52,4 @@ def build(name, **params):
     return ENCODINGS[name](**{k: v for k, v in params.items() if k in accepted})
 
 
-__all__ = ["ENCODINGS", "Encoding", "build", "parameters"]
+__all__ = ["ENCODINGS", "Encoding", "RotaryEncoding", "build", "parameters", "ranges"]

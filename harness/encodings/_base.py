@@ -107,6 +107,25 @@ class Encoding(nn.Module):
                 and cls.rotate is Encoding.rotate)
 
 
+class RotaryEncoding(Encoding):
+    """The rotary sub-contract code outside the model relies on (the real-model backend, the precision studies,
+    conformance): a 1-D RoPE over `head_dim` with `base`, `layout` (harness.rope.LAYOUTS) and HF's `rope_type`,
+    whose `frequencies(seq_len)` give (inv_freq (R/2,), attention factor) and whose `table(pos, dtype)` gives
+    (cos, sin), each (T, R/2). `rope` and its variants implement it (harness/encodings/rope.py)."""
+
+    rotary = True
+    head_dim: int
+    base: float
+    layout: str
+    rope_type: str
+
+    def frequencies(self, seq_len):
+        raise NotImplementedError
+
+    def table(self, pos, dtype=torch.float32):
+        raise NotImplementedError
+
+
 class Wrapper(Encoding):
     """An encoding around `inner` (a sliding window, a QK-norm): every hook in HOOKS forwards to inner unless the
     subclass overrides it, and so do the flags and what is derived from which hooks the inner overrides

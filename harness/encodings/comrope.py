@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from harness.encodings._layered import PerLayer
+from harness.encodings._params import count, positive
 from harness.tasks.positions import raster
 
 BLOCK_SIZES = (2, 4, 8)
@@ -41,6 +42,8 @@ AXES = 2  # (row, col)
 
 class Comrope(PerLayer):
     """Learned block rotations R(p) = exp((row/w) A_row + (col/w) A_col), A_axis = theta_axis (P - P^T)."""
+
+    RANGES = {"block_size": count(2), "init_std": positive()}
 
     relative = True  # exact: A_row and A_col are multiples of one skew-symmetric matrix per head and block
     rotary = True  # R(p) is orthogonal (exp of a skew-symmetric matrix)

@@ -21,10 +21,13 @@ import torch
 from torch import nn
 
 from harness.encodings._base import Encoding
+from harness.encodings._params import count
 
 
 class CoPE(Encoding):
     """Gates σ(q·k/√D), counted backwards from the query; the count interpolates learned position logits."""
+
+    RANGES = {"npos": count(2, null="train_len + 1")}
 
     relative = True  # shift-invariant (content and order only); not a function of i - j
     content_bias = True

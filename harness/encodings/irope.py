@@ -7,10 +7,13 @@ floor_scale 8192, attn_scale 0.1. Defaults scaled to this harness's 2-layer, 64-
 floor_scale 64 (the temperature starts beyond the train length, as Llama 4's beyond 8k)."""
 from harness.encodings import rope
 from harness.encodings._layered import L2Normed, Layered, QueryTemperature, check_depth
+from harness.encodings._params import count, nonnegative, positive
 
 
 class IRoPE(Layered):
     """cycle = [L2Normed(rope)] * (nope_every - 1) + [QueryTemperature]; rope_qk_norm=False drops the norm."""
+
+    RANGES = {"nope_every": count(2), "floor_scale": positive(), "attn_scale": nonnegative()}
 
     relative = False  # the NoPE layers' temperature reads absolute positions
     rotary = False  # the QK-norm rescales q and k

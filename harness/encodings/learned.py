@@ -3,10 +3,13 @@ import torch
 from torch import nn
 
 from harness.encodings._base import Encoding
+from harness.encodings._params import count
 
 
 class Learned(Encoding):
     """A position at or beyond max_len is an error: the table has no row for it."""
+
+    RANGES = {"max_len": count(1)}
 
     def __init__(self, *, d_model, max_len=1024):
         super().__init__()

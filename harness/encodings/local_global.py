@@ -5,10 +5,14 @@ window 1024, bases 10k / 1M). Gemma 4's global layers use p-RoPE (`global_rope_t
 64-token models: 1:1, window half the train length; the bases are Gemma's."""
 from harness.encodings import rope
 from harness.encodings._layered import Layered, Windowed, check_depth
+from harness.encodings._params import count, fraction, positive
 
 
 class LocalGlobal(Layered):
     """cycle = [Windowed(rope(local_base), window)] * local_layers + [rope(global_base, global_rope_type)]."""
+
+    RANGES = {"local_layers": count(1), "local_base": positive(), "global_base": positive(),
+              "global_partial_rotary_factor": fraction(lo_open=True)}
 
     relative = True  # RoPE (any rope_type here is position-independent scaling) + a window of distances
     rotary = True

@@ -26,6 +26,7 @@ edge. The rotation of a key depends on its own position only, so cached keys sta
 import torch
 
 from harness.encodings._base import Encoding
+from harness.encodings._params import count
 from harness.tasks.positions import raster
 from harness.rope import frequencies, rotary_table, to_device
 from harness.rope.apply import apply_rotary_qk, check_impl
@@ -53,6 +54,8 @@ def pair_axes(sections, layout):
 
 class MRoPE(Encoding):
     """Rotation by (t, h, w) of a frame raster; pairs split over the three axes (`sections` or `interleaved`)."""
+
+    RANGES = {"height": count(1), "sections": count(0, entries="pairs per axis", null="the layout's default split")}
 
     relative = True
     rotary = True

@@ -4,10 +4,13 @@ layer, repeated over the depth. The paper's ratio is 3:1 with a 4k window; the d
 harness's 2-layer, 64-token models (1:1, window half the train length), so the NoPE layer exists in them."""
 from harness.encodings import nope, rope
 from harness.encodings._layered import Layered, Windowed, check_depth
+from harness.encodings._params import count
 
 
 class RNoPESWA(Layered):
     """cycle = [Windowed(rope, window)] * rope_layers + [nope]; the RoPE layers share one table."""
+
+    RANGES = {"rope_layers": count(1)}
 
     relative = True  # RoPE + a window of distances, and NoPE: logits depend on i - j only
     rotary = True  # every layer's rotate is orthogonal (RoPE, or none)

@@ -3,17 +3,16 @@ rotary, the HF rope_types for context extension (PI, NTK, dynamic NTK, YaRN, Lla
 p-RoPE (`proportional`, arXiv 2410.06205). The rotated width is 2 * len(inv_freq): the rope_type decides it."""
 import torch
 
-from harness.encodings._base import Encoding
+from harness.encodings._base import RotaryEncoding
 from harness.rope import LAYOUTS, frequencies, rotary_table, to_device
 from harness.rope.frequencies import SEQ_LEN_TYPES
 from harness.rope.apply import apply_rotary_qk, check_impl
 
 
-class Rope(Encoding):
+class Rope(RotaryEncoding):
     """Rotary position embedding; `scaling` holds the HF rope_scaling keys for `rope_type`."""
 
     relative = True
-    rotary = True
 
     def __init__(self, *, head_dim, base=10000.0, layout="half", partial_rotary_factor=1.0,
                  rope_type="default", scaling=None, impl="auto"):

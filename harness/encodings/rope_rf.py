@@ -8,10 +8,13 @@ import torch
 from torch import nn
 
 from harness.encodings.rope import Rope
+from harness.encodings._params import Range, fraction
 
 
 class RopeRF(Rope):
     """alpha is learnable (init alpha_init); rho is a fixed hyperparameter in [0, 1]."""
+
+    RANGES = {"rho": fraction(), "alpha_init": Range()}
 
     def __init__(self, *, head_dim, base=10000.0, rho=0.5, alpha_init=0.1, layout="half",
                  partial_rotary_factor=1.0, impl="auto"):

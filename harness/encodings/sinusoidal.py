@@ -3,6 +3,7 @@ PE[p, 2i+1] = cos(p w_i), w_i = base^(-2i/d), added to token embeddings; defined
 import torch
 
 from harness.encodings._base import Encoding
+from harness.encodings._params import positive
 
 
 def table(pos, d_model, base=10000.0):
@@ -18,6 +19,8 @@ class Sinusoidal(Encoding):
     Vaswani et al. multiply token embeddings by sqrt(d_model) before adding the unit-amplitude table; our
     embeddings are initialised at std 0.02 and tied to the output, so we scale the table by `scale`
     (default d_model^-1/2) instead: the same ratio. Unscaled, the table swamped the tokens (PPL 20 on kjv)."""
+
+    RANGES = {"scale": positive(null="d_model^-1/2")}
 
     def __init__(self, *, d_model, base=10000.0, scale=None):
         super().__init__()

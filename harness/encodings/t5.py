@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from harness.encodings._base import Encoding
+from harness.encodings._params import count
 
 
 def relative_position_bucket(rel, bidirectional=True, num_buckets=32, max_distance=128):
@@ -26,6 +27,8 @@ def relative_position_bucket(rel, bidirectional=True, num_buckets=32, max_distan
 
 class T5(Encoding):
     """Learned bucketed bias, shared by all layers (as in T5)."""
+
+    RANGES = {"num_buckets": count(2)}
 
     relative = True
 

@@ -3,6 +3,7 @@ on k, so the score decays as zeta_j^((m-n)/scale_base); zeta_j = (2j/D + 0.4)/1.
 import torch
 
 from harness.encodings._base import Encoding
+from harness.encodings._params import positive
 from harness.rope import LAYOUTS, apply_rotary, frequencies, rotary_table, to_device
 from harness.rope.apply import check_impl
 
@@ -17,6 +18,8 @@ class XPos(Encoding):
     stays finite in fp16 for long sequences (the centre cancels in the score). The centre is the middle of
     the call's positions, so keys cached from an earlier call carry another centre: not `cacheable` (decoding
     one token at a time against them was off by up to 8.7e-5 in the logits, at 40 and 160 tokens)."""
+
+    RANGES = {"scale_base": positive()}
 
     relative = True
     cacheable = False

@@ -32,8 +32,12 @@ _ids = itertools.count()
 
 
 def _check(encodings, pipeline, length):
+    from harness.encodings import RotaryEncoding
     low = pipeline.dtypes() != FP32.dtypes()
     for enc in encodings.values():
+        if not isinstance(enc, RotaryEncoding):
+            raise ValueError(f"the RoPE swap takes a rotary encoding (harness.encodings.RotaryEncoding: rope and its "
+                             f"variants); got {enc.name or type(enc).__name__}")
         if low and type(enc).frequencies is not _plain_frequencies():
             raise ValueError(f"precision pipeline {pipeline.name!r} models plain RoPE's table; use it with "
                              f"encoding rope (got {enc.name or type(enc).__name__})")
