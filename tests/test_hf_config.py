@@ -353,7 +353,7 @@ def test_bad_hf_config_is_one_line(config, message, reading):
 
 def test_every_rope_key_has_a_checked_kind():
     """A rope_type's keys (and any HF config key read) are all type-checked: a new key without a kind fails here."""
-    from harness.hf_config import COMMON_KEYS, ROPE_KEYS, _type_keys
+    from harness.config.hf_rope import COMMON_KEYS, ROPE_KEYS, _type_keys
     taken = {k for t in HF_ROPE_TYPES for k in _type_keys(t)[0]} | set(COMMON_KEYS)
     assert taken <= set(ROPE_KEYS), sorted(taken - set(ROPE_KEYS))
 

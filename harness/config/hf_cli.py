@@ -3,7 +3,8 @@ layer type's, with --layer-type, where its rope parameters are per layer type), 
 (--from-run). Bad input is one `harness.hf_config: error:` line naming the file, exit 2."""
 from pathlib import Path
 
-from harness.config.hf_json import LayerTypeError, check_values, show
+from harness.config.hf_json import LayerTypeError, check_values, read_config, show  # noqa: F401 - read_config: its CLI's
+from harness.config.hf_rope import rope_from_hf, rope_to_hf
 from harness.config.overrides import hydra_value
 
 
@@ -46,7 +47,6 @@ def from_run(run_dir) -> dict:
         if model.get("head_dim") is None and None in (model.get("d_model"), model.get("n_heads")):
             raise ValueError("model needs head_dim, or d_model and n_heads")
         head_dim = model.get("head_dim") or model["d_model"] // model["n_heads"]
-        from harness.hf_config import rope_to_hf  # this module is hf_config's CLI: imported by it
         return rope_to_hf({**enc, "head_dim": head_dim})
     except ValueError as e:
         raise ValueError(f"{f}: {e}") from None
@@ -64,36 +64,10 @@ def _parser(**kw):
     return OneLine(**kw)
 
 
-def read_config(path) -> dict:
-    """An HF config.json as a dict; ValueError in one line naming the file and what is wrong with it."""
-    import json
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise ValueError(f"{path}: not a readable JSON file ({e.strerror.lower() if e.strerror else e})") from None
-    if not raw.strip():
-        raise ValueError(f"{path}: not a readable JSON file (it is empty)")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not a readable JSON file (binary, not UTF-8 text)") from None
-    try:
-        cfg = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not a readable JSON file ({e.msg} at line {e.lineno} column {e.colno})") from None
-    except RecursionError:
-        raise ValueError(f"{path}: not a readable JSON file (nested too deeply)") from None
-    if not isinstance(cfg, dict):
-        raise ValueError(f"{path}: an HF config.json holds a JSON object, got {show(cfg)}")
-    return cfg
-
-
 def main(argv=None):
     import json
     import sys
 
-    from harness import hf_config  # this module is hf_config's CLI: imported by it
     ap = _parser(prog="python -m harness.hf_config",
                  description="HF config.json -> Hydra overrides of encoding=rope, or a run -> HF")
     ap.add_argument("config", nargs="?", help="an HF config.json")
@@ -111,7 +85,7 @@ def main(argv=None):
             return 0
         cfg, notes = read_config(a.config), []
         try:
-            params = hf_config.rope_from_hf(cfg, layer_type=a.layer_type, notes=notes)
+            params = rope_from_hf(cfg, layer_type=a.layer_type, notes=notes)
         except LayerTypeError as e:
             raise ValueError(f"{a.config}: {_layer_type_message(e, a.layer_type)}") from None
         except ValueError as e:

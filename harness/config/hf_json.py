@@ -262,3 +262,29 @@ def resolve(config, layer_type=None) -> Resolved:
     interleaved = model_type in ROTARY_INTERLEAVES or (
         model_type in INTERLEAVED_MODEL_TYPES if interleave is None else bool(interleave))
     return Resolved(rope, head_dim(config, layer_type), config.get("max_position_embeddings"), interleaved, model_type)
+
+
+def read_config(path) -> dict:
+    """An HF config.json as a dict; ValueError in one line naming the file and what is wrong with it."""
+    import json
+    from pathlib import Path
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise ValueError(f"{path}: not a readable JSON file ({e.strerror.lower() if e.strerror else e})") from None
+    if not raw.strip():
+        raise ValueError(f"{path}: not a readable JSON file (it is empty)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not a readable JSON file (binary, not UTF-8 text)") from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not a readable JSON file ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a readable JSON file (nested too deeply)") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{path}: an HF config.json holds a JSON object, got {show(cfg)}")
+    return cfg
