@@ -27,7 +27,8 @@ CLAIMS_OUT ?= results/claims
 .PHONY: help install pretrained-install pretrained test test-fast faults sweep report bench bench-check readme-tables eval claims conformance conformance-data conformance-field clean
 
 help:  ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14 \
+		| sed 's|$$(RESULTS)|$(RESULTS)|g; s|$$(SWEEP)|$(SWEEP)|g; s|$$(BENCH_DEVICE)|$(BENCH_DEVICE)|g; s|$$(CLAIMS_OUT)|$(CLAIMS_OUT)|g'
 
 install: $(STAMP)  ## build .venv: torch (CPU; TORCH_INDEX) first, then the package with the dev extra
 
