@@ -56,3 +56,12 @@ def test_top_level_is_short():
 @pytest.mark.parametrize("module", LOW)
 def test_low_layers_do_not_import_hydra(module, imported):
     assert imported[module] == [], f"{module} imports {imported[module]}"
+
+
+def test_hydra_through_its_public_modules_only():
+    """No module of the harness imports a private Hydra module (hydra._internal changes without notice)."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1] / "harness"
+    private = re.compile(r"^\s*(from|import)\s+hydra\._internal", re.M)
+    assert not [str(p.relative_to(root)) for p in root.rglob("*.py") if private.search(p.read_text())]
