@@ -76,3 +76,30 @@ def test_a_checkpoint_replaced_at_its_path_is_evaluated_again(tmp_path):
     m.save_pretrained(model)
     out = run()
     assert "rerun " in out and "the checkpoint it evaluated is not the one at its path now" in out
+
+
+def test_a_checkpoint_that_cannot_load_is_one_line_before_any_work(tmp_path):
+    """A GGUF file cut short (before: a reshape error from deep in the loader), a directory without a tokenizer
+    (before: a request to install sentencepiece), one whose config names custom code (before: transformers'
+    interactive prompt), a file that is no GGUF: each refused by check_files in one line naming the path."""
+    import json
+    from harness.pretrained import checkpoint
+    shipped = checkpoint.locate("smollm2")
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(shipped.read_bytes()[:50_000_000])
+    (tmp_path / "junk.gguf").write_bytes(b"not a model")
+    model = tiny_checkpoint(tmp_path / "m")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "config.json").write_text((model / "config.json").read_text())
+    custom = tmp_path / "custom"
+    import shutil
+    shutil.copytree(model, custom)
+    (custom / "config.json").write_text(json.dumps({**json.loads((model / "config.json").read_text()),
+                                                    "auto_map": {"AutoModelForCausalLM": "x.Y"}}))
+    for path, says in ((cut, "is not a whole GGUF file"), (tmp_path / "junk.gguf", "is not a GGUF file"),
+                       (bare, "has no tokenizer"), (custom, "names custom code")):
+        with pytest.raises(ValueError, match=says) as e:
+            checkpoint.check_files(path)
+        assert "\n" not in str(e.value) and str(path) in str(e.value)
+    assert checkpoint.check_files(model) == model and checkpoint.check_files(shipped) == shipped

@@ -41,6 +41,10 @@ def main(argv=None):
     except ValueError as e:
         print(f"harness.claims: error: {e}", file=sys.stderr)
         return 2
+    if not Path(args.sweeps).is_dir():  # else every trained claim reads "not measured", as if no sweep had run
+        print(f"harness.claims: error: --sweeps {args.sweeps} is not a directory; give the dir holding the sweeps "
+              f"(default results/sweeps)", file=sys.stderr)
+        return 2
     out = Path(args.out)
     if out.exists() and not out.is_dir():  # found before the claims run, not when claims.md is written at the end
         print(f"harness.claims: error: --out {out} is a file, not a directory; give a directory for claims.md and its "

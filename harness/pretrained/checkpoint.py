@@ -4,6 +4,7 @@ distribution's file list, never a hub download)."""
 import functools
 import hashlib
 import importlib.metadata as md
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,47 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model")
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "*.pt")
+
+
+@functools.lru_cache(maxsize=8)
+def _checked(path: Path, size: int, mtime: float):
+    if path.is_dir():
+        cfg = json.loads((path / "config.json").read_text())
+        if cfg.get("auto_map"):
+            raise ValueError(f"pretrained.path {path}: its config.json names custom code (auto_map); the backend "
+                             f"runs transformers' own model classes only (trust_remote_code stays False)")
+        if not any((path / f).is_file() for f in TOKENIZER_FILES):
+            raise ValueError(f"pretrained.path {path} has no tokenizer ({' / '.join(TOKENIZER_FILES)}); save the "
+                             f"tokenizer beside the weights")
+        if not any(next(path.glob(g), None) for g in WEIGHT_PATTERNS):
+            raise ValueError(f"pretrained.path {path} has no weights ({' / '.join(WEIGHT_PATTERNS)})")
+        return
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise ValueError(f"pretrained.path {path} is not a GGUF file (it starts with {magic!r}, not b'GGUF')")
+    from gguf import GGUFReader
+    try:
+        reader = GGUFReader(str(path))
+    except Exception as e:  # noqa: BLE001 - gguf's own parse errors (a cut file: "cannot reshape array ...")
+        raise ValueError(f"pretrained.path {path} is not a whole GGUF file ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0][:120]}); download or assemble it again") from None
+    end = max((t.data_offset + t.n_bytes for t in reader.tensors), default=0)
+    if end > size:
+        raise ValueError(f"pretrained.path {path} is cut short: its tensors end at byte {end}, the file has {size}")
+
+
+def check_files(path) -> Path:
+    """The checkpoint's files, before anything loads them (one ValueError naming what is wrong): a GGUF file whole
+    (its magic and every tensor inside the file), a directory with its tokenizer and weights and no custom code."""
+    path = Path(path)
+    st = path.stat()
+    _checked(path, st.st_size, st.st_mtime)
+    return path
+
+
 def scale(label_) -> str:
     """The scale line of a shipped model by its row label ('' for a user's checkpoint)."""
     return next((s.scale for s in SHIPPED.values() if s.label == label_), "")
@@ -117,8 +159,9 @@ def load(path: Path, dtype="float32"):
     logging.disable_progress_bar()
     path = Path(path)
     where, extra = (path, {}) if path.is_dir() else (path.parent, {"gguf_file": path.name})
-    tok = AutoTokenizer.from_pretrained(where, local_files_only=True, **extra)
-    model = AutoModelForCausalLM.from_pretrained(where, local_files_only=True, dtype=getattr(torch, dtype), **extra)
+    tok = AutoTokenizer.from_pretrained(where, local_files_only=True, trust_remote_code=False, **extra)
+    model = AutoModelForCausalLM.from_pretrained(where, local_files_only=True, dtype=getattr(torch, dtype),
+                                                 trust_remote_code=False, **extra)
     check_rotary(model)
     return model.eval(), tok
 

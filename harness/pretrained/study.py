@@ -206,7 +206,7 @@ def lengths(pre, hf):
 
 def check(pre):
     """What the job would refuse, before any work: the checkpoint's file, the variant, the pipelines, lengths."""
-    checkpoint.locate(pre.name, pre.path)
+    checkpoint.check_files(checkpoint.locate(pre.name, pre.path))
     variants.check(pre.extension, pre.layers)
     for name in pre.pipelines:
         pp.resolve(name)
