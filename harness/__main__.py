@@ -118,6 +118,16 @@ def _check_launcher(launcher):
             raise ValueError(f"hydra.launcher.{key} must be {valid} ({what}), got {v!r}")
 
 
+def _check_budget_and_model(all_jobs):
+    """budget=<rung> sets the model (its size is the rung's); a model group chosen beside it would be dropped
+    without a word (the budget file is applied after it), so the pair is refused."""
+    for job in all_jobs:
+        keys = {o.split("=", 1)[0].lstrip("+~"): o.split("=", 1)[1] for o in job if "=" in o}
+        if keys.get("budget", "null") != "null" and "model" in keys:
+            raise ValueError(f"budget={keys['budget']} sets the model itself (conf/budget/{keys['budget']}.yaml), so "
+                             f"model={keys['model']} would be dropped: choose one (model.* keys may still adjust it)")
+
+
 def validate(argv):
     """Compose and validate every job of this command line; returns (sweep dir or None, n jobs)."""
     argv = overrides.normalise(argv)
@@ -133,6 +143,7 @@ def validate(argv):
             lm_eval_tasks.update(job_cfg.eval.lm_eval_tasks)
         if lm_eval_tasks:  # checked before any training; lm-eval is a heavy import, made only when asked
             importlib.import_module("harness.lmeval.rows").check_tasks(sorted(lm_eval_tasks))
+        _check_budget_and_model(all_jobs)
         out = OmegaConf.select(cfg, "out")
         if out is None or not str(out).strip():
             raise ValueError(f"out is empty ({out!r}); give the directory that receives the runs (default: results)")

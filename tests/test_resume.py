@@ -468,3 +468,10 @@ def test_rows_edited_after_the_run_are_not_trusted_as_finished(run, capsys):
     assert runner.run(cfg, d, progress=False)["status"] == "ok"
     (line,) = lines(capsys.readouterr().out, "rerun ")
     assert "is not the file the run wrote" in line and (pd.read_parquet(d / results.ROWS).protocol != "train").any()
+
+
+def test_a_model_beside_a_budget_is_refused_not_dropped(tmp_path):
+    """budget=4x sets the model; model=small beside it was dropped without a word (the run trained ladder4x)."""
+    p = cli(tmp_path, "budget=4x", "model=small")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "budget=4x sets the model itself" in p.stderr and "model=small would be dropped" in p.stderr
