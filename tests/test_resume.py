@@ -475,3 +475,16 @@ def test_a_model_beside_a_budget_is_refused_not_dropped(tmp_path):
     p = cli(tmp_path, "budget=4x", "model=small")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "budget=4x sets the model itself" in p.stderr and "model=small would be dropped" in p.stderr
+
+
+@pytest.mark.parametrize("value, says", [("/d/a=b", "cannot read the value '/d/a=b' as it is; quote it: "
+                                                   "out='/d/a=b'"),
+                                         ("/d/é", "quote it: out='/d/é'"),
+                                         ("/d/a,b", "is a sweep (its commas separate values), which runs with -m")])
+def test_a_path_hydra_cannot_read_names_the_key_and_the_quoted_form(tmp_path, value, says):
+    """Before: Hydra's grammar message ("mismatched input '=' expecting <EOF>", "LexerNoViableAltException") without
+    the key or the fix, and a comma silently made two jobs of a single run."""
+    cmd = [a for a in command(tmp_path) if a != "-m" and not a.startswith("out=")] + [f"out={value}"]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert p.stderr.startswith("harness: error: out") and says in p.stderr

@@ -39,7 +39,10 @@ def normalise(argv):
     before Hydra sees the overrides, so the run dir is the one the harness's names give. ValueError (one line) for
     a form that cannot be read so: a sweep or a deletion of a dict, a dict that is not one."""
     out, parser = [], OverridesParser.create()
+    multirun = any(a in MULTIRUN_FLAGS for a in argv)
     for arg in argv:
+        if "=" in arg and not arg.startswith("-"):  # an override (a flag's value, `--cfg job`, is Hydra's)
+            _parsable(arg, parser, multirun)
         m = re.fullmatch(r"([+~]{0,2})encoding\.(\w+)(=.*)?", arg)
         key = m.group(2) if m else None
         if key == "rope_theta":
@@ -49,6 +52,21 @@ def normalise(argv):
         else:
             out.append(arg)
     return out
+
+
+def _parsable(arg, parser, multirun):
+    """One line naming the key and the quoted form for a value Hydra's override grammar cannot read as one value
+    (an '=' or a character outside it: a path with '=', spaces or non-ASCII), or reads as a sweep without -m (a
+    comma), instead of the grammar's own message."""
+    key, eq, value = arg.partition("=")
+    try:
+        o = parser.parse_override(arg)
+    except Exception:  # noqa: BLE001 - hydra's OverrideParseException (and the lexer's), whatever its class
+        raise ValueError(f"{key}: Hydra's override grammar cannot read the value {value!r} as it is; quote it: "
+                         f"{key}='{value}' (in a shell, \"{key}='{value}'\")") from None
+    if o.is_sweep_override() and not multirun and not key.startswith("hydra"):
+        raise ValueError(f"{key}={value} is a sweep (its commas separate values), which runs with -m; for one value "
+                         f"holding a comma quote it: {key}='{value}'")
 
 
 def _split(arg, key, parser):
