@@ -488,3 +488,19 @@ def test_a_path_hydra_cannot_read_names_the_key_and_the_quoted_form(tmp_path, va
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert p.stderr.startswith("harness: error: out") and says in p.stderr
+
+
+def test_wandb_on_a_full_disk_after_the_rows_is_one_line_and_the_run_stays_ok(tmp_path, tiny_disk):
+    """Before: W&B's log handlers failed on every record (31,690 lines of logging tracebacks on stderr) and the
+    status rewrite after it failed the run (exit 1), with its rows written."""
+    cmd = [a if a != "wandb.mode=disabled" else "wandb.mode=offline" for a in command(tmp_path)
+           if a not in ("-m",) and not a.startswith("out=")] + [f"out={tiny_disk}"]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    text = (p.stdout + p.stderr).replace("\r", "\n")
+    lines_ = [x for x in text.splitlines() if x.strip() and "it/s" not in x]  # not the progress bars
+    assert p.returncode == 0 and "Traceback" not in text and len(lines_) <= 3, lines_[:20]  # ok, W&B's two
+    said = [line for line in lines_ if "W&B" in line or "wandb" in line]
+    assert 1 <= len(said) <= 2 and any("No space left on device" in line for line in said), said
+    (status,) = list(tiny_disk.glob("runs/*/status.json"))
+    assert json.loads(status.read_text())["status"] == "ok"

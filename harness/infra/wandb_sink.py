@@ -5,6 +5,7 @@ Online mode first checks that the W&B server answers (PROBE_S, once per process)
 wandb.init would stall for about 95 s per run. When it does not answer, the run is logged offline
 into the run dir instead, and the returned line says so and how to upload it (`wandb sync`)."""
 import importlib
+import logging
 import os
 import urllib.error
 import urllib.request
@@ -61,6 +62,8 @@ def log(run_dir, wandb_cfg, config_dict, run_id, group, rows, train_log, status)
     if wandb_cfg.mode == "disabled":
         return None
     mode, note = _mode(wandb_cfg.mode)
+    raising = logging.raiseExceptions
+    logging.raiseExceptions = False  # W&B's own log handlers on a full disk: no traceback per record (31k lines)
     try:
         os.environ.setdefault("WANDB_SILENT", "true")
         import wandb
@@ -100,6 +103,8 @@ def log(run_dir, wandb_cfg, config_dict, run_id, group, rows, train_log, status)
         return note
     except Exception as e:  # noqa: BLE001 - W&B is a sink: report, never take local results down
         return f"wandb {mode} failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    finally:
+        logging.raiseExceptions = raising
 
 
 def log_summary(out_dir, mode, group, summary, project="pe-harness", entity=None):
@@ -165,7 +170,12 @@ def log_run(run_dir: Path, cfg=None):
         if err:
             status["wandb_error"] = err
             print(f"{run_id}: {err} (local results are written)")
-        results.write_json(run_dir / results.STATUS, status)
+        try:
+            results.write_json(run_dir / results.STATUS, status)
+        except OSError as e:  # the run's own status (ok, wandb pending) stands: the next command logs it again
+            print(f"{run_id}: W&B's outcome not recorded in status.json ({e.strerror or e}); the run stays "
+                  f"{status['status']}, W&B pending")
+            return {**status, "wandb": "pending"}
     return status
 
 
