@@ -504,3 +504,21 @@ def test_wandb_on_a_full_disk_after_the_rows_is_one_line_and_the_run_stays_ok(tm
     assert 1 <= len(said) <= 2 and any("No space left on device" in line for line in said), said
     (status,) = list(tiny_disk.glob("runs/*/status.json"))
     assert json.loads(status.read_text())["status"] == "ok"
+
+
+def test_hf_config_from_run_refuses_a_config_a_later_command_rewrote(tmp_path, capsys):
+    """Before: --from-run read .hydra/config.yaml as it found it, whatever run made the rows."""
+    import yaml
+    from harness.hf_config import main
+    p = subprocess.run([a for a in command(tmp_path, "encoding=rope") if a != "-m"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-2000:]
+    (run,) = [d for d in (tmp_path / "out" / "runs").iterdir() if d.is_dir()]
+    assert main(["--from-run", str(run)]) == 0 and "rope_parameters" in capsys.readouterr().out
+    f = run / ".hydra" / "config.yaml"
+    cfg = yaml.safe_load(f.read_text())
+    cfg["encoding"]["base"] = 500000.0
+    f.write_text(yaml.safe_dump(cfg))
+    assert main(["--from-run", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not the config of the run" in err and "a later command rewrote it" in err

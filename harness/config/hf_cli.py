@@ -35,6 +35,7 @@ def from_run(run_dir) -> dict:
                          f"{f' at line {mark.line + 1}' if mark else ''})") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{f}: a run config holds a mapping, got {show(cfg)}")
+    _same_run(Path(run_dir), f, cfg)
     enc, model = cfg.get("encoding"), cfg.get("model")
     for key, v in (("encoding", enc), ("model", model)):
         if not isinstance(v, dict):
@@ -50,6 +51,24 @@ def from_run(run_dir) -> dict:
         return rope_to_hf({**enc, "head_dim": head_dim})
     except ValueError as e:
         raise ValueError(f"{f}: {e}") from None
+
+
+def _same_run(run_dir, f, cfg):
+    """Refuse a .hydra/config.yaml that is not the config the run's rows came from: Hydra rewrites it when a later
+    command reuses the run dir (status.json keeps the finished run's config hash)."""
+    from harness import results
+    from harness.config import from_dict
+    status = results.read_status(run_dir) or {}
+    recorded = status.get("config_hash")
+    if not recorded:
+        return
+    try:
+        now = results.config_hash(from_dict(cfg))
+    except (ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"{f}: not a run config of this harness ({' '.join(str(e).split())[:160]})") from None
+    if now != recorded:
+        raise ValueError(f"{f} is not the config of the run in {run_dir} (config hash {now}, the run's {recorded}): "
+                         f"a later command rewrote it; rerun the run, or read its checkpoint's config")
 
 
 def _parser(**kw):
