@@ -5,7 +5,6 @@ Order of writes: status 'running' first; train_log and checkpoint after training
 at the end.
 A run killed at any point has no finished status, so a rerun restarts it; a finished run is skipped."""
 import importlib
-import os
 import time
 import traceback
 from pathlib import Path
@@ -86,53 +85,6 @@ def _probe(task, L, n):
     """(x (n', L), pos (L,) or None): up to n held-out sequences of length L (the task's eval batch)."""
     x, _, _, pos = task.eval_batch(L, max_tokens=n * L)
     return x[:n], pos
-
-
-def check(cfg: Config):
-    """What a run would refuse, found before any run starts (harness.__main__ validates each job with it): the
-    task's data spec, the model and encoding built on the CPU with every knob, and the device; for a pretrained
-    job the checkpoint's file, the variant, the pipelines and the corpus instead of the task and model."""
-    if cfg.pretrained is not None:
-        importlib.import_module("harness.pretrained.study").check(cfg.pretrained)
-    else:
-        tasks.check(cfg.task, cfg.train.seq_len)
-        model_lib.from_config(cfg.model, cfg.encoding)
-    _check_device(cfg)
-    _check_threads(cfg)
-
-
-OVERSUBSCRIBE = "HARNESS_OVERSUBSCRIBE"  # =1: threads may exceed the CPUs (an explicit choice, e.g. a timing study)
-
-
-def _check_threads(cfg: Config):
-    """threads=N as torch takes it, by torch's own rule (tried, then put back): a count torch refuses is one line
-    before any job starts instead of a traceback at the run's start. The schema's range rule, where it has one,
-    comes first (harness.config.to_config)."""
-    if not cfg.threads:
-        return
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    over = os.environ.get(OVERSUBSCRIBE) == "1"
-    if cfg.threads > (16 * cpus if over else cpus):  # checked before torch spawns them (tens of thousands starve
-        # every process on the machine)
-        raise ValueError(f"threads={cfg.threads} is more than the {cpus} CPUs this process may use"
-                         + (f" x 16, the most {OVERSUBSCRIBE}=1 allows" if over else
-                            f"; set {OVERSUBSCRIBE}=1 to oversubscribe on purpose (up to 16x), or threads=0 for "
-                            f"torch's default"))
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(cfg.threads)
-    except (RuntimeError, ValueError, TypeError) as e:
-        raise ValueError(f"threads={cfg.threads}: {str(e).strip().splitlines()[0]}") from None
-    finally:
-        torch.set_num_threads(before)
-
-
-def _check_device(cfg: Config):
-    if os.environ.get("HARNESS_ROPE_ISA"):  # a level this CPU lacks fails here, not at the first rotation
-        importlib.import_module("harness.rope.cpu").isa()
-    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device={cfg.device!r} but this torch ({torch.__version__}) sees no CUDA device; "
-                         f"use device=cpu")
 
 
 def _cannot_write(run_dir, run_id, e: OSError):

@@ -5,7 +5,7 @@ for the rest: YaRN beta_fast 32, beta_slow 1; Llama 3 low/high_freq_factor 1/4).
 import inspect
 
 from harness import encodings
-from harness.hf_config import rope_from_hf
+from harness.config.hf_rope import rope_from_hf
 from harness.names import EXTENSION_VARIANTS
 from harness.rope import ROPE_INIT_FUNCTIONS
 
