@@ -64,6 +64,7 @@ def figure(d, out, made, name):
     """One row per needle: accuracy vs length (points, Wilson 95% bars, variants side by side) and the answer's
     mean NLL per (depth, length), one heatmap per variant on a shared colour scale."""
     import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
     r = rows(d)
     needles = [n for n in NEEDLES if n in set(r.needle)]
     if not needles:
@@ -90,10 +91,14 @@ def figure(d, out, made, name):
         a.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(variants), frameon=False)
         grid = {v: nll[nll.variant == v].pivot_table(index="depth", columns="eval_len", values="value", aggfunc="mean")
                 for v in variants}
-        vmax = max(float(m.to_numpy().max()) for m in grid.values() if m.size)
+        # a log scale: the answer's NLL spans ~0.5 nats (found) to ~30 (lost); a linear one hides the first decade
+        vals = np.concatenate([m.to_numpy().ravel() for m in grid.values() if m.size])
+        vals = vals[np.isfinite(vals)]
+        norm = LogNorm(vmin=max(float(vals.min()), 0.05), vmax=max(float(vals.max()), 0.1))
         for h, v in zip(row[1:], variants):
             m = grid[v].reindex(columns=lens)
-            im = h.imshow(m.to_numpy(), aspect="auto", origin="lower", cmap="viridis", vmin=0, vmax=vmax)
+            im = h.imshow(np.clip(m.to_numpy(), norm.vmin, None), aspect="auto", origin="lower", cmap="viridis",
+                          norm=norm)
             h.set_xticks(range(len(lens)), [f"{L // 1024}k" if L >= 1024 else str(L) for L in lens])
             h.set_yticks(range(len(m.index)), [f"{x:g}" for x in m.index])
             h.set(xlabel="length (tokens)", ylabel="needle depth" if h is row[1] else None,
@@ -101,7 +106,10 @@ def figure(d, out, made, name):
             for (yi, xi), val in np.ndenumerate(m.to_numpy()):
                 if np.isfinite(val):
                     h.text(xi, yi, f"{val:.1f}", ha="center", va="center", fontsize=7,
-                           color="white" if val < 0.6 * vmax else "black")
-        fig.colorbar(im, ax=row[1:].tolist(), shrink=0.85, label="mean answer NLL (nats)")
+                           color="white" if norm(max(val, norm.vmin)) < 0.6 else "black")
+        bar = fig.colorbar(im, ax=row[1:].tolist(), shrink=0.85, label="mean answer NLL (nats, log scale)")
+        ticks = [t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100) if norm.vmin <= t <= norm.vmax]
+        bar.set_ticks(ticks, labels=[f"{t:g}" for t in ticks])
+        bar.ax.minorticks_off()
     save(fig, out, name, made)
     return name
