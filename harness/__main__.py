@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from harness import config as config_lib
 from harness import results, runner
-from harness.preflight import validate  # noqa: F401 - re-exported (tests, launchers)
+from harness.infra.preflight import validate  # noqa: F401 - re-exported (tests, launchers)
 from harness.config import overrides, resolvers  # noqa: F401 - resolvers: registered on import
 from harness.config.overrides import CONF, MULTIRUN_FLAGS, jobs  # noqa: F401 - re-exported (tests, launchers)
 from harness.infra import distributed, runlock, wandb_sink

@@ -201,7 +201,7 @@ class Config:
         if name not in encodings.ENCODINGS:
             raise ValueError(f"unknown encoding {name!r}; expected one of {list(encodings.ENCODINGS)}")
         check_section("", self)
-        check_encoding(self.encoding)  # before anything builds it (preflight.check, the model)
+        check_encoding(self.encoding)  # before anything builds it (infra.preflight.check, the model)
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise ValueError(f"unknown device {self.device!r}; expected cpu or cuda[:N]")
         if self.task.tokenizer and self.eval.lm_eval_tasks:
@@ -211,7 +211,7 @@ class Config:
             _check_memory(self.model, self.device)
 
 
-# bytes per parameter: validation builds the model on this machine's CPU in fp32 (preflight.check); training on the
+# bytes per parameter: validation builds the model on this machine's CPU in fp32 (infra.preflight.check); training on the
 # CPU also holds its gradient and AdamW's two moments
 BUILD_BYTES, CPU_TRAIN_BYTES = 4, 16
 

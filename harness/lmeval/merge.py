@@ -73,6 +73,10 @@ def _merge(run_dir, new):
                 f"{path} was unreadable when make eval added rows to it ({aside.name}): its training rows are lost")})
     new["eval_len"] = new["eval_len"].astype("Int64")
     results.write_rows(run_dir, new[results.COLUMNS])
+    status = results.read_status(run_dir)
+    if status and status.get("rows_sha256"):  # the rows are the run's and make eval's now: their fingerprint too
+        results.write_json(Path(run_dir) / results.STATUS,
+                           {**status, "rows_sha256": results.file_sha256(Path(run_dir) / results.ROWS)})
 
 
 def _old_rows(path):
