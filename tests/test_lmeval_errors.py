@@ -322,3 +322,12 @@ def test_merge_into_a_corrupt_file_keeps_the_new_rows_and_the_old_bytes(run, cap
     assert len(aside) == 1 and aside[0].read_bytes() == corrupt
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "unreadable" in err and aside[0].name in err and str(path) in err
+
+
+@pytest.mark.parametrize("limit", ["-1", "0", "abc"])
+def test_cli_limit_lm_eval_cannot_take_is_one_line_before_any_work(tmp_path, limit):
+    """Before: `harness-lm-eval RUN --limit -1` reached lm-eval and failed there in a traceback."""
+    from harness.lmeval import cli
+    from harness.lmeval.model import UsageError
+    with pytest.raises(UsageError, match="--limit: expected a number of docs per task"):
+        cli._rewrite([str(tmp_path), "--tasks", "copy", "--limit", limit])

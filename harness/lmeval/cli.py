@@ -183,6 +183,14 @@ def _rewrite(argv):
     if not given & {"tasks", "config"}:
         raise UsageError(f"no --tasks given; name the tasks to evaluate, e.g. {EXAMPLE} (the harness's: "
                          f"{', '.join(rows._index(False).all_tasks)}); `{PROG} ls tasks` lists every task")
+    for i, tok in enumerate(rest):  # a --limit lm-eval would take and fail on deep inside (--limit -1, 0)
+        value = tok.partition("=")[2] if tok.startswith("--limit=") else rest[i + 1] if (
+            tok == "--limit" and i + 1 < len(rest)) else None
+        if value is not None:
+            try:
+                rows._limit(value)
+            except Exception as e:  # noqa: BLE001 - argparse.ArgumentTypeError: its message is the line
+                raise UsageError(f"--limit: {e}") from None
     run += [v for dest, _, values in items if dest == "run" for v in values]
     model = [v for dest, _, values in items if dest == "model" for v in values]
     margs = [v for dest, _, values in items if dest == "model_args" for v in values]
