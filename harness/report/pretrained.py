@@ -96,13 +96,15 @@ def speed_lines(d):
     f = d[d.metric == "flops_ratio"]
     if f.empty:
         return []
-    s = stats.summarize(f.assign(forward=range(len(f))), ["eval_len"], seed="forward")  # each forward one value
+    # each forward one value; a positive ratio that spreads under load: the percentile bootstrap stays inside [0, inf)
+    s = stats.summarize(f.assign(forward=range(len(f))), ["eval_len"], seed="forward", method="bootstrap")
     peak = f.params.map(lambda p: json.loads(p).get("yardstick_flops")).median()
     return ["### Speed against the machine\n",
             f"Each scoring forward's useful FLOPs (projections, causal attention, LM head; "
             f"harness.pretrained.speed) per second over an fp32 matmul's in the same process (median yardstick "
             f"{peak / 1e9:.0f} GFLOP/s): "
-            + ", ".join(f"{int(q.eval_len)} tokens {checked('flops_ratio', q)['mean']:.2f} (n = {int(q.n)} forwards)"
+            + ", ".join(f"{int(q.eval_len)} tokens {checked('flops_ratio', q)['mean']:.2f} [{q.lo:.2f}, {q.hi:.2f}] "
+                       f"(n = {int(q.n)} forwards)"
                        for _, q in s.iterrows()) + ".",
             ""]
 
