@@ -522,6 +522,13 @@ def lock_taken(ctx, procs):
 
 TINY_SWEEP = ("encoding=rope,alibi", "hydra/launcher=basic")
 
+def previous_rows_kept(ctx, procs):
+    """The rerun moved the stale run's rows aside (rows.parquet.previous) before failing: none read as results."""
+    kept = list(ctx.out.rglob("rows.parquet.previous"))
+    return expect(bool(kept) and not list(ctx.out.rglob("rows.parquet")),
+                  f"rows.parquet.previous {'missing' if not kept else 'beside a rows.parquet'}")
+
+
 CASES = [
     # 1. resume keyed on the code; a finished run is one whose files all read back whole
     Case("runs: code edited (harness/train.py warm-up), rerun names the code change",
@@ -611,7 +618,8 @@ CASES = [
          line=r"^harness: error: .*config\.yaml.*No space left", check=rerun_after(not_finished)),
     Case("runs: disk full on a rerun keeps nothing stale as finished",
          full_disk("rows.parquet"), rc=1, line=r"^failed .*rows\.parquet.*No space left", stream="out",
-         setup=spoil("status.json", edit_status(config_hash="000000000000")), check=not_finished),
+         setup=spoil("status.json", edit_status(config_hash="000000000000")), rows="aside",
+         check=lambda ctx, procs: not_finished(ctx, procs) + previous_rows_kept(ctx, procs)),
     Case("runs: report, disk full writing report.md", full_disk("report.md", "{tmp}/sweep", "--wandb", "disabled",
                                                                 entry="report"), rc=1,
          line=r"^harness\.report: error: .*report\.md.*No space left", setup=old_report, check=old_report_kept),

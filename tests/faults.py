@@ -67,15 +67,23 @@ class Proc:
 
 
 def rows(path):
-    """{rows file: row count, or None where it does not read}; a rerun's previous rows moved aside
-    (rows.parquet.previous, harness.results.retire_rows) are counted too: kept, not lost."""
+    """{rows file: row count, or None where it does not read}."""
     out = {}
-    for f in sorted([*Path(path).rglob("rows.parquet"), *Path(path).rglob("rows.parquet.previous")]):
+    for f in sorted(Path(path).rglob("rows.parquet")):
         try:
             out[f] = pq.read_table(f).num_rows
         except Exception:  # noqa: BLE001 - any unreadable file counts as no rows
             out[f] = None
     return out
+
+
+def _moved_aside(f, n):
+    """True when a rerun moved rows file f (n rows) aside to rows.parquet.previous (harness.results.retire_rows):
+    kept, not lost."""
+    try:
+        return pq.read_table(f.with_name(f.name + ".previous")).num_rows == n
+    except Exception:  # noqa: BLE001 - missing or unreadable: not kept
+        return False
 
 
 def tree(path):
@@ -125,7 +133,7 @@ def judge(case, ctx, procs, before, after, tree_before):
                              for s in lines(p.stdout if case.stream == "out" else p.stderr)):
         problems.append(f"no {'stdout' if case.stream == 'out' else 'stderr'} line matches /{case.line}/")
     lost = [str(f.relative_to(ctx.tmp)) for f, n in before.items() if n is not None and after.get(f) is None
-            and after.get(f.with_name(f.name + ".previous")) != n]  # moved aside by a rerun: kept
+            and not _moved_aside(f, n)]
     problems += [f"rows lost: {lost}"] if lost else []
     n0, n1 = (sum(n or 0 for n in r.values()) for r in (before, after))
     want = {"same": n0, "base": ctx.base_rows}.get(case.rows)
