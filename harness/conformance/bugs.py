@@ -20,6 +20,9 @@ within the same tolerance (tolerance.bound). The classes and where they were see
 - interpolation reversed / missing: linear PI multiplying positions (or inv_freq) by the factor, or not at all.
 - exponent j/d: inv_freq = base^(-j/d) for base^(-2j/d) (arange(d/2) / d).
 When nothing matches, the note names the nearest class and the error's pattern (pattern()).
+Three classes are properties of the output whatever its values (run.output_faults), named beside any of the above:
+a dtype other than the input's (fp64 or fp32 back for a bf16 input: a model's next layer runs in another
+precision), complex values (the imaginary part would be dropped by a cast), non-finite values (every input is).
 """
 import torch
 
@@ -42,6 +45,10 @@ ATTENTION_TWICE = "attention factor applied twice"
 INTERP_REVERSED = "interpolation on the wrong side"
 INTERP_MISSING = "interpolation missing"
 EXPONENT = "inv_freq exponent j/d, not 2j/d"
+WRONG_DTYPE = "wrong output dtype"
+COMPLEX_OUTPUT = "complex output"
+NON_FINITE = "non-finite output"
+OUTPUT_CLASSES = (WRONG_DTYPE, COMPLEX_OUTPUT, NON_FINITE)
 CLASSES = (PAIRING, PROPORTIONAL, ATTENTION, BF16_INV, FP16_POS, BF16_POS, OFF_BY_ONE, YARN_RAMP, PARTIAL_IGNORED,
            EVERY_FREQ, ATTENTION_TWICE, INTERP_REVERSED, INTERP_MISSING, EXPONENT)
 _FAULTS = ((YARN_RAMP, F.yarn_ramp_reversed), (PARTIAL_IGNORED, F.scaling_with_head_dim),

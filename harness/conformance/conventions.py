@@ -162,7 +162,7 @@ def _wide(t, layout):
 
 
 def call(fn, c, q, k, phase, att, positions, rope, mutated):
-    """(q', k') (H, P, D) torch from fn called under Calling c. q, k (H, P, D) in the case's dtype; phase (P, R/2)
+    """(q', k') (H, P, D) torch, in the dtype fn returned, from fn called under Calling c. q, k (H, P, D) in the case's dtype; phase (P, R/2)
     fp64 and att the attention factor (unused by `positions`). `mutated` collects the arguments fn changed."""
     dtype, r, to = q.dtype, 2 * phase.shape[-1], (lambda t: arrays.to(c.array, t))
     qx, kx = to(shaped(q, c.qk_layout)), to(shaped(k, c.qk_layout))
@@ -178,12 +178,8 @@ def call(fn, c, q, k, phase, att, positions, rope, mutated):
         if c.convention == "angles":  # the angles in fp32 whatever x's dtype, as the implementations hold them
             table = [("theta", to(_table(phase.float(), c)))]
         out = [guarded(fn, [("q" if i == 0 else "k", x)] + table, mutated) for i, x in enumerate((qx, kx))]
-        qo, ko = (unshaped(arrays.back(o), c.qk_layout, q) for o in out)
-        if c.convention == "angles":  # the rotated features only: a partial rotary's rest passes through
-            scale = torch.ones(q.shape[-1], dtype=torch.float64)
-            scale[:r] = att
-            qo, ko = qo.double() * scale, ko.double() * scale
-        return qo, ko
+        # angles: x' as returned; the attention factor is not an angle, and the judge applies it (run.judge)
+        return tuple(unshaped(arrays.back(o), c.qk_layout, q) for o in out)
     qr, kr = to(shaped(q[..., :r], c.qk_layout)), to(shaped(k[..., :r], c.qk_layout))
     if c.convention == "hf":
         table = [(n, to(t.to(dtype)[None])) for n, t in pair]  # (1, P, W)

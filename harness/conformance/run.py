@@ -4,10 +4,16 @@ A row: case, layout, check (`frequencies` or `rotation`), max_err (max |observed
 inv_freq / attention factor), tol (the bound at the worst element), ratio (max err/bound over elements and
 logits; pass <= 1), result (pass | FAIL | error | skip), bug (the matched class for a failure, bugs.py).
 
+Two halves, so that no verdict is formed beside the code under test: observe() calls it and returns what it
+returned (outputs in their own dtype, the names of inputs it changed, what it raised), and judge() forms the rows
+(tolerances, bug classes). The CLI runs observe() in a worker process and judge() in its own
+(harness/conformance/isolate.py); run() does both in this process, for tests and the Python API.
 The code under test gets its own copies of every input and is checked not to change them (MUTATES: a rotation
-that zeroes or rotates the caller's q in place fails even where its outputs are right); anything it raises,
-SystemExit included, is an `error` row (KeyboardInterrupt too where CATCH_INTERRUPT is set: the CLI's worker
-process, which no terminal Ctrl-C reaches). Time limits per case are the CLI's (harness/conformance/isolate.py).
+that zeroes or rotates the caller's q in place fails even where its outputs are right); its outputs must have the
+input's dtype and be real and finite, else a named FAIL (bugs.WRONG_DTYPE, COMPLEX_OUTPUT, NON_FINITE) whatever
+their values; anything it raises, SystemExit included, is an `error` row (KeyboardInterrupt too where
+CATCH_INTERRUPT is set: the CLI's worker process, which no terminal Ctrl-C reaches). Time limits per case are the
+CLI's (isolate.py).
 """
 import copy
 import math
@@ -44,17 +50,6 @@ def _row(case, layout, check, result, max_err=math.nan, tol=math.nan, ratio=math
             "ratio": ratio, "result": result, "bug": bug}
 
 
-def _frequency_row(freq_fn, case, rope, inv, att):
-    """(row, provider inv_freq, provider attention factor)."""
-    got_inv, got_att = adapters.frequencies(freq_fn, case, rope)
-    bug = bugs.classify_frequencies(case, inv, att, got_inv, got_att)
-    err = (float((got_inv - inv).abs().max()) if got_inv.shape == inv.shape else math.inf)
-    err = max(err, abs(got_att - att))
-    tol = float((T.inv_freq_rel(inv) * inv.abs()).max())
-    return _row(case, "-", "frequencies", "pass" if bug is None else "FAIL", err, tol,
-                bug=bug or ""), got_inv, got_att
-
-
 def _dense(x, pos, length):
     """x (P, D) of the sampled positions spread over every position 0..length-1 (rows tiled; row pos[i] = x[i])."""
     out = x[torch.arange(length) % len(x)]
@@ -84,62 +79,130 @@ def _judge(observed, arrays, layout, bounds, compare):
     return max(ratios), err, tol
 
 
-def run_case(fn, calling, case, arrays, dtype, freq_fn=None):
-    """Rows for one case under a conventions.Calling, and the one-line messages (errors, NaN, skips) it produced."""
-    rows, msgs, cid, layout = [], [], case["id"], calling.layout
+def _plain(t):
+    """A plain torch tensor of t's values and dtype, detached from anything of theirs (a subclass, a graph)."""
+    return torch.Tensor(t.detach().cpu()).clone() if type(t) is not torch.Tensor else t.detach().cpu().clone()
+
+
+def observe(fn, calling, case, arrays, dtype, freq_fn=None):
+    """What the code under test returned for one case, judged nowhere here: the CLI's worker sends this record to
+    the CLI, which judges it in its own process (judge(); harness/conformance/isolate.py). A dict:
+    freq: None (no --frequencies) | {"skip": why} | {"error": one line, "type": name} | {"inv": (R/2,) fp64, "att"}
+    rot: None (after a frequency skip or error) | {"skip": why} | {"error", "type"} |
+         {"q": (H, P, D), "k": (H, P, D) in the dtype the code returned, sampled positions only, "mutated": names}."""
+    rec = {"freq": None, "rot": None}
     inv, att = torch.from_numpy(arrays["inv_freq"]), float(arrays["attention_factor"])
     pos = torch.from_numpy(arrays["positions"])
     rope = rope_dict(case)
-    use_inv, use_att = inv, att
-    own = calling.convention in ("positions", "angles")  # a table of their own, or angles held in fp32
     if freq_fn is not None:
         try:
-            row, use_inv, use_att = _frequency_row(freq_fn, case, rope, inv, att)
+            inv, att = adapters.frequencies(freq_fn, case, rope)
         except NotImplementedError as e:
-            msgs.append(f"{cid}: skip: {e}")
-            return [_row(case, "-", "frequencies", "skip", bug=str(e))], msgs
+            rec["freq"] = {"skip": str(e)}
+            return rec
         except BaseException as e:
             if not _theirs(e):
                 raise
-            msgs.append(f"{cid}: frequencies raised {adapters.describe(e)}")
-            return [_row(case, "-", "frequencies", "error", bug=type(e).__name__)], msgs
-        rows.append(row)
-        own = True
+            rec["freq"] = {"error": f"frequencies raised {adapters.describe(e)}", "type": type(e).__name__}
+            return rec
+        rec["freq"] = {"inv": inv, "att": att}
     q64, k64 = torch.from_numpy(arrays["q"]), torch.from_numpy(arrays["k"])
-    tdt, given = T.TORCH_DTYPES[dtype], pos.clone()
+    given = pos.clone()
     if calling.dense(case["rope_type"]):
         q64, k64 = _dense(q64, pos, case["seq_len"]), _dense(k64, pos, case["seq_len"])
         given = torch.arange(case["seq_len"])
-    phase = given.double()[:, None] * use_inv[None, :]  # (P, R/2) fp64 from the frequencies in use
-    mutated, where = [], f"{cid} [{layout}, {dtype}]"
+    mutated = []
     try:
         with torch.no_grad():  # copies of everything: the golden arrays are never handed out
-            qi, ki = C.heads(q64.to(tdt), k64.to(tdt))
-            qo, ko = C.call(fn, calling, qi, ki, phase, use_att, given, copy.deepcopy(rope), mutated)
-            qo, ko = (t.detach().double()[:, pos] if len(given) != len(pos) else t.detach().double() for t in (qo, ko))
+            phase = given.double()[:, None] * inv[None, :]  # (P, R/2) fp64 from the frequencies in use
+            qi, ki = C.heads(q64.to(T.TORCH_DTYPES[dtype]), k64.to(T.TORCH_DTYPES[dtype]))
+            qo, ko = C.call(fn, calling, qi, ki, phase, att, given, copy.deepcopy(rope), mutated)
+            qo, ko = (_plain(t)[:, pos] if len(given) != len(pos) else _plain(t) for t in (qo, ko))
     except NotImplementedError as e:
-        msgs.append(f"{cid} [{layout}]: skip: {e}")
-        return rows + [_row(case, layout, "rotation", "skip", bug=str(e))], msgs
+        rec["rot"] = {"skip": str(e)}
+        return rec
     except BaseException as e:
         if not _theirs(e):
             raise
-        msgs.append(f"{where}: {adapters.describe(e)}")
-        return rows + [_row(case, layout, "rotation", "error", bug=type(e).__name__)], msgs
+        rec["rot"] = {"error": adapters.describe(e), "type": type(e).__name__}
+        return rec
+    rec["rot"] = {"q": qo, "k": ko, "mutated": list(mutated)}
+    return rec
+
+
+def output_faults(qo, ko, dtype):
+    """What is wrong with the outputs themselves, whatever their values: a dtype other than the input's, complex
+    values, non-finite values (every input is finite). Each a named class (bugs.WRONG_DTYPE, ...)."""
+    want, faults = T.TORCH_DTYPES[dtype], []
+    got = {t.dtype for t in (qo, ko)}
+    if got != {want}:
+        faults.append(f"{bugs.WRONG_DTYPE} ({', '.join(sorted(str(g).replace('torch.', '') for g in got))} "
+                      f"for a {str(want).replace('torch.', '')} input)")
+    if any(t.is_complex() for t in (qo, ko)):
+        faults.append(bugs.COMPLEX_OUTPUT)
+    if any(t.dtype.is_floating_point or t.is_complex() for t in (qo, ko)):
+        bad = sum(int((~torch.isfinite(t)).sum()) for t in (qo, ko))
+        if bad:
+            faults.append(f"{bugs.NON_FINITE} ({bad} of {qo.numel() + ko.numel()} values)")
+    return faults
+
+
+def judge(rec, calling, case, arrays, dtype):
+    """(rows, one-line messages) of one case from what the code returned (observe's record): run by the CLI's own
+    process, never beside the code under test."""
+    rows, msgs, cid, layout = [], [], case["id"], calling.layout
+    inv, att = torch.from_numpy(arrays["inv_freq"]), float(arrays["attention_factor"])
+    pos = torch.from_numpy(arrays["positions"])
+    own = calling.convention in ("positions", "angles")  # a table of their own, or angles held in fp32
+    use_att, f = att, rec["freq"]
+    if f is not None:
+        if "skip" in f:
+            msgs.append(f"{cid}: skip: {f['skip']}")
+            return [_row(case, "-", "frequencies", "skip", bug=f["skip"])], msgs
+        if "error" in f:
+            msgs.append(f"{cid}: {f['error']}")
+            return [_row(case, "-", "frequencies", "error", bug=f["type"])], msgs
+        got_inv, use_att = f["inv"], f["att"]
+        bug = bugs.classify_frequencies(case, inv, att, got_inv, use_att)
+        err = (float((got_inv - inv).abs().max()) if got_inv.shape == inv.shape else math.inf)
+        err = max(err, abs(use_att - att))
+        tol = float((T.inv_freq_rel(inv) * inv.abs()).max())
+        rows.append(_row(case, "-", "frequencies", "pass" if bug is None else "FAIL", err, tol, bug=bug or ""))
+        own = True
+    r, where = rec["rot"], f"{cid} [{layout}, {dtype}]"
+    if "skip" in r:
+        msgs.append(f"{cid} [{layout}]: skip: {r['skip']}")
+        return rows + [_row(case, layout, "rotation", "skip", bug=r["skip"])], msgs
+    if "error" in r:
+        msgs.append(f"{where}: {r['error']}")
+        return rows + [_row(case, layout, "rotation", "error", bug=r["type"])], msgs
+    qo, ko, mutated = r["q"], r["k"], r["mutated"]
+    faults = output_faults(qo, ko, dtype)
+    qo, ko = (t.real.double() if t.is_complex() else t.double() for t in (qo, ko))
+    if calling.convention == "angles":  # the attention factor is not an angle: applied here, in fp64 (linear)
+        scale = torch.ones(qo.shape[-1], dtype=torch.float64)
+        scale[:2 * inv.numel()] = use_att  # a partial rotary's rest passes through
+        qo, ko = qo * scale, ko * scale
     if mutated:
         msgs.append(f"{where}: {MUTATES} in place: {', '.join(mutated)}")
-    if bool(qo.isnan().any() or ko.isnan().any()):
-        msgs.append(f"{where}: NaN outputs")
+    for fault in faults:
+        if fault.startswith(bugs.NON_FINITE):
+            msgs.append(f"{where}: NaN outputs" if bool(qo.isnan().any() or ko.isnan().any()) else f"{where}: {fault}")
+        else:
+            msgs.append(f"{where}: {fault}")
     q64, k64 = torch.from_numpy(arrays["q"]), torch.from_numpy(arrays["k"])
     bounds = [T.bound(x, pos, inv, att, layout, dtype, own) for x in (q64, k64)]
     observed = [(qo[0], ko[0]), (ko[1], qo[1])]  # head 1 of q holds k's input, and the reverse
     judged = [_judge([o], arrays, layout, bounds, calling.compare) for o in observed]
     ratio, err, tol = max(judged)
-    if ratio <= 1.0 and not mutated:
+    if ratio <= 1.0 and not mutated and not faults:
         return rows + [_row(case, layout, "rotation", "pass", err, tol, ratio)], msgs
     worse = observed[judged.index(max(judged))]
     bug = bugs.classify(case, arrays, layout, worse, dtype, own, calling.compare) if ratio > 1.0 else ""
-    if mutated:
-        bug = f"{MUTATES} ({', '.join(mutated)})" + (f"; {bug}" if bug else "")
+    if bug in bugs.CLASSES:  # a known class explains the values, non-finite ones too (fp16 positions: inf)
+        faults = [f for f in faults if not f.startswith(bugs.NON_FINITE)]
+    named = ([f"{MUTATES} ({', '.join(mutated)})"] if mutated else []) + faults
+    bug = "; ".join(named + ([bug] if bug else []))
     return rows + [_row(case, layout, "rotation", "FAIL", err, tol, ratio, bug)], msgs
 
 
@@ -148,8 +211,8 @@ def selected(case_list, rope_types=None):
     return [c for c in case_list if not rope_types or c["rope_type"] in rope_types]
 
 
-def run_one(fn, calling, case, data, dtype, freq_fn=None):
-    """(rows, messages) of one golden case; freq_fn a function or a mapping rope_type -> function."""
+def observe_one(fn, calling, case, arrays, dtype, freq_fn=None):
+    """observe()'s record of one golden case; freq_fn a function or a mapping rope_type -> function."""
     f = freq_fn
     if isinstance(freq_fn, dict) or hasattr(freq_fn, "keys"):
         try:
@@ -157,12 +220,17 @@ def run_one(fn, calling, case, data, dtype, freq_fn=None):
         except BaseException as e:
             if not _theirs(e):
                 raise
-            m = f"{case['id']}: --frequencies' .get raised {adapters.describe(e)}"
-            return [_row(case, "-", "frequencies", "error", bug=type(e).__name__)], [m]
+            return {"freq": {"error": f"--frequencies' .get raised {adapters.describe(e)}", "type": type(e).__name__},
+                    "rot": None}
         if f is None:
-            m = f"{case['id']}: skip: --frequencies has no rope_type {case['rope_type']!r}"
-            return [_row(case, "-", "frequencies", "skip", bug="no such rope_type")], [m]
-    return run_case(fn, calling, case, golden.case_arrays(data, case), dtype, f)
+            return {"freq": {"skip": f"--frequencies has no rope_type {case['rope_type']!r}"}, "rot": None}
+    return observe(fn, calling, case, arrays, dtype, f)
+
+
+def run_one(fn, calling, case, data, dtype, freq_fn=None):
+    """(rows, messages) of one golden case, observed and judged in this process."""
+    arrays = golden.case_arrays(data, case)
+    return judge(observe_one(fn, calling, case, arrays, dtype, freq_fn), calling, case, arrays, dtype)
 
 
 def run(fn, convention, layout, dtype, freq_fn=None, rope_types=None, path=golden.PATH, echo=None, *,
