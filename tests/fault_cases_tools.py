@@ -92,10 +92,10 @@ def planted(ctx):
     ctx.env = {**ctx.env, "PYTHONPATH": str(ctx.tmp)}
 
 
-def conform(name, fn, summary, *argv, rc=1, check=None, module="conformance_plant", **kw):
+def conform(name, fn, summary, *argv, rc=1, check=None, module="conformance_plant", setup=planted, **kw):
     """A planted implementation through the CLI: judged on its summary line (stdout) and exit status."""
     return Case(f"tools: conformance: {name}", [*CONFORM, "--apply", f"{module}:{fn}", *argv], rc=rc, stream="out",
-                line=r"^" + module + ":" + fn + r" \[.*\]: " + summary, setup=planted, check=check, **kw)
+                line=r"^" + module + ":" + fn + r" \[.*\]: " + summary, setup=setup, check=check, **kw)
 
 
 def table_says(*needles):
