@@ -259,6 +259,22 @@ def reran(ctx, procs):
         status(ctx)["status"] == "ok", f"status {status(ctx)['status']!r}")
 
 
+def one_metric(value, metric="ppl"):
+    """setup: the shared run's first `metric` row holding value (a diverged evaluation)."""
+    def setup(ctx):
+        import pandas as pd
+        with_base(ctx)
+        f = the_run(ctx) / "rows.parquet"
+        df = pd.read_parquet(f)
+        df.loc[df.index[df.metric == metric][0], "value"] = value
+        df.to_parquet(f)
+    return setup
+
+
+def report_written(ctx, procs):
+    return expect((ctx.out / "report.md").is_file(), "no report.md")
+
+
 def rewritten_config(ctx):
     """A finished run whose .hydra/config.yaml was rewritten afterwards (another model size)."""
     with_base(ctx)
@@ -334,6 +350,12 @@ CASES = [
          rows="more", check=reran),
     Case("reliability: a value edited beside status ok, rerun", harness(), setup=edited_value, rows="same",
          check=reran),
+    Case("reliability: report over a run with one ppl of inf", ["-m", "harness.report", "{out}", "--wandb",
+                                                                "disabled"], setup=one_metric(float("inf")),
+         line=r"wrote .*report\.md", stream="out", check=report_written),
+    Case("reliability: report over a run with one ppl of NaN", ["-m", "harness.report", "{out}", "--wandb",
+                                                                "disabled"], setup=one_metric(float("nan")),
+         line=r"wrote .*report\.md", stream="out", check=report_written),
     Case("reliability: hf_config --from-run whose config.yaml was rewritten after the run",
          ["-m", "harness.hf_config", "--from-run", "{run}"], rc=2, setup=rewritten_config, unchanged=True,
          line=r"^harness\.hf_config: error: .*config"),

@@ -218,3 +218,17 @@ def test_labels_skip_every_measurement_knob_the_measurement_code_writes_into_par
     from harness.measure import precision_model
     from harness.report.labels import MEASUREMENT_KEYS
     assert set(precision_model.PARAM_KEYS) <= set(MEASUREMENT_KEYS)
+
+
+def test_an_inf_value_is_named_and_left_out_not_a_refusal():
+    # one diverged evaluation (ppl = inf) in a run of its own: the table has no finite value for that cell, and the
+    # report says which row it left out instead of refusing the whole report
+    from harness.report import summary
+    from harness.report.build import non_finite
+    table = pd.DataFrame({"rope": [math.inf], "alibi": [math.nan]}, index=pd.Index([0], name="seed"))
+    assert summary.best_and_tied(table, True) is None
+    df = pd.DataFrame({"run_id": ["r1", "r2"], "metric": ["ppl", "ppl"], "eval_len": [128.0, 128.0],
+                       "value": [math.inf, 3.0]})
+    line = non_finite(df)
+    assert len(line) == 1 and "`r1` ppl at 128 = inf" in line[0] and "r2" not in line[0]
+    assert non_finite(df.iloc[1:]) == []

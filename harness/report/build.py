@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from harness import results, stats
@@ -158,6 +159,18 @@ def training_section(df, out, made, reference=None):
     return md
 
 
+def non_finite(df, most=12):
+    """A line naming the rows whose value is inf (a diverged evaluation): every mean, interval and best leaves them
+    out (stats: n counts finite values), and a cell with none left reads "—"; NaN rows are the section below's."""
+    bad = df[np.isinf(df.value.astype(float))]
+    if bad.empty:
+        return []
+    said = [f"`{r.run_id}` {r.metric}" + (f" at {int(r.eval_len)}" if r.eval_len == r.eval_len else "")
+            + f" = {r.value}" for r in bad.head(most).itertuples()]
+    more = f" and {len(bad) - most} more" if len(bad) > most else ""
+    return [f"**Non-finite values left out of every mean** ({len(bad)} rows): " + "; ".join(said) + more + "\n"]
+
+
 def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=()):
     """Write out/report.md and out/*.png from the rows under paths; returns the report path.
     kernel_max_len: longest position of the precision section's kernel-level grid. reference: the variant
@@ -190,6 +203,7 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
         md.append("**Failed runs left out:** " + "; ".join(f"`{p}` ({m})" for p, m in df.attrs["failed"]) + "\n")
     if df.attrs.get("skipped"):
         md.append("**Skipped corrupt rows files:** " + "; ".join(f"`{p}` ({e})" for p, e in df.attrs["skipped"]) + "\n")
+    md += non_finite(df)
     train_lens = sorted(df.train_len.unique())
     lm_eval = df.protocol.str.startswith("lm_eval")
     md += report_summary.section(df[~lm_eval], paths)

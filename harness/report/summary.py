@@ -12,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from harness import results, stats
@@ -28,8 +29,9 @@ COST = (("train_tokens_per_s", "train", "train tokens/s", 1.0), ("peak_mem_bytes
 
 def best_and_tied(table, lower):
     """(best, n, [(variant, Paired difference to the best)] of the tied ones, best first by mean) of a seed table;
-    None without a finite value. stats.best_and_ties decides; stats.paired gives each tie's interval."""
-    t = table.loc[:, table.notna().any()]
+    None without a finite value (NaN or inf only: a diverged run). stats.best_and_ties decides; stats.paired gives
+    each tie's interval."""
+    t = table.loc[:, np.isfinite(table.astype(float)).any()]
     if t.shape[1] == 0:
         return None
     best, ties = stats.best_and_ties(t, lower)

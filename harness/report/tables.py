@@ -5,6 +5,7 @@ A table is built from long rows (variant, <column key>, seed, value): stats.summ
 and the † cells that no paired interval separates from it. n (seeds) is stated once, in the heading line."""
 import math
 
+import numpy as np
 import pandas as pd
 
 from harness import stats
@@ -92,7 +93,7 @@ def ci_cells(d, col, lower=None, order=None):
     if lower is not None:
         for c, g in d.groupby(col):
             table = stats.seed_table(g, "variant")
-            if table.notna().to_numpy().any():
+            if np.isfinite(table.to_numpy(dtype=float)).any():  # NaN or inf only (a diverged run): no best
                 best[c], t = stats.best_and_ties(table, lower)
                 ties[c] = t if several else set()  # one seed: nothing is separated, so nothing is marked
     cells = pd.DataFrame("—", index=pd.Index(sorted(s.variant.unique()), name="variant"), columns=order,
