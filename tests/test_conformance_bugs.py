@@ -59,15 +59,32 @@ def test_scaling_bug_is_named(change, types, name):
     assert fails == {name} and sum(r["result"] == "FAIL" for r in rows) >= len(rows) // 2, named
 
 
-def test_an_unknown_bug_reports_the_nearest_class_and_its_pattern():
-    def late_drift(rope, inv, att):  # the lowest frequency 1% off: no known class
-        out = inv.clone()
-        out[-1] *= 1.01
-        return out, att
-    _, named = _named(with_inv(late_drift), ["default"])
-    bug = next(b for _, res, b in named if res == "FAIL")
-    assert bug.startswith("unrecognised (nearest: ") and "first wrong at position" in bug
-    assert f"pairs 31-31 of 32" in bug or "pairs 63-63 of 64" in bug or "pairs 15-15 of 16" in bug, bug
+def _late_drift(rope, inv, att):  # the lowest frequency 1% off
+    out = inv.clone()
+    out[-1] *= 1.01
+    return out, att
+
+
+def _two_swapped(rope, inv, att):  # the two lowest frequencies in each other's place
+    out = inv.clone()
+    out[-2], out[-1] = inv[-1], inv[-2]
+    return out, att
+
+
+def _sped_up(rope, inv, att):  # every frequency 1.5x (no rope_type's factor: the default has none)
+    return inv * 1.5, att
+
+
+@pytest.mark.parametrize("plant", [_late_drift, _two_swapped, _sped_up])
+def test_a_bug_outside_the_list_is_unrecognised_with_its_signature_never_a_nearest_name(plant):
+    _, named = _named(with_inv(plant), ["default"])
+    bugs_seen = [b for _, res, b in named if res == "FAIL"]
+    assert bugs_seen
+    for bug in bugs_seen:
+        assert bug.startswith("unrecognised (") and "nearest" not in bug, bug
+        assert "first wrong at position" in bug and "pairs " in bug and "norm ratio" in bug and "in fp32" in bug, bug
+    if plant is _late_drift:
+        assert any(p in bugs_seen[0] for p in ("pairs 31-31 of 32", "pairs 63-63 of 64", "pairs 15-15 of 16"))
 
 
 @pytest.mark.parametrize("fn", [ulps_off(3), with_inv(in_kernel_exp)], ids=["3ulps", "in-kernel-exp"])

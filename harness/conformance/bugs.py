@@ -19,7 +19,9 @@ within the same tolerance (tolerance.bound). The classes and where they were see
 - attention factor applied twice: cos/sin scaled by af^2 (HF's attention_scaling plus a model's own mscale).
 - interpolation reversed / missing: linear PI multiplying positions (or inv_freq) by the factor, or not at all.
 - exponent j/d: inv_freq = base^(-j/d) for base^(-2j/d) (arange(d/2) / d).
-When nothing matches, the note names the nearest class and the error's pattern (pattern()).
+When nothing matches, the note is "unrecognised" with the error's measured signature (pattern(): from which position,
+in which pairs, pass-through features, the norm ratio, the dtype), never the name of the closest class: a bug outside
+the list read as "off-by-one" or "layouts swapped" sends its reader after the wrong fix.
 Three classes are properties of the output whatever its values (run.output_faults), named beside any of the above:
 a dtype other than the input's (fp64 or fp32 back for a bf16 input: a model's next layer runs in another
 precision), complex values (the imaginary part would be dropped by a cast), non-finite values (every input is).
@@ -125,7 +127,7 @@ def _mixed(x, inv, pos, att, lay):
 def classify(case, arrays, layout, observed, dtype, own_table, compare="outputs"):
     """The bug class whose simulated output matches observed (q_rot, k_rot), two (P, D) fp64 tensors, within
     the tolerance of that variant (its own pairing decides each element's pair magnitude), else a note naming
-    the nearest and the error pattern. arrays: the golden case. compare "logits" matches q'(m)·k'(n) only."""
+    "unrecognised" and the error pattern. arrays: the golden case. compare "logits" matches q'(m)·k'(n) only."""
     inv, pos = torch.from_numpy(arrays["inv_freq"]), torch.from_numpy(arrays["positions"])
     att = float(arrays["attention_factor"])
     q, k = torch.from_numpy(arrays["q"]), torch.from_numpy(arrays["k"])
@@ -144,7 +146,7 @@ def classify(case, arrays, layout, observed, dtype, own_table, compare="outputs"
     if best[1] <= 1.0:
         return best[0]
     how = pattern(case, arrays, layout, observed, dtype, own_table)
-    return f"unrecognised (nearest: {best[0]}, {best[1]:.3g}x its tolerance; {how})"
+    return f"unrecognised ({how})"
 
 
 def pattern(case, arrays, layout, observed, dtype, own_table):
@@ -168,7 +170,7 @@ def pattern(case, arrays, layout, observed, dtype, own_table):
     idx = pairs.nonzero().flatten().tolist()
     span = f"pairs {idx[0]}-{idx[-1]} of {r // 2}" if idx else "no pair"
     extra = ", pass-through features changed" if rest else ""
-    return f"{where}, {span}{extra}, norm ratio {min(norms):.4g}-{max(norms):.4g}"
+    return f"{where}, {span}{extra}, norm ratio {min(norms):.4g}-{max(norms):.4g}, in {dtype}"
 
 
 def classify_frequencies(case, inv, att, got_inv, got_att):

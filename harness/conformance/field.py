@@ -44,7 +44,7 @@ def markdown(done, absent):
     lines = ["| library | version | dtype | pass | FAIL | error | skip | worst err/tol of the passes | failing cases: "
              "bug class |", "|---|---|---|---:|---:|---:|---:|---:|---|"]
     for name, ver, dtype, c, bad in done:
-        classes = sorted({r["bug"].split(";")[0].split(" (nearest")[0] for r in bad})
+        classes = sorted({r["bug"].split(";")[0].split(" (")[0] for r in bad})
         what = "; ".join(f"{sum(r['bug'].startswith(k) for r in bad)}: {k}" for k in classes)
         lines.append(f"| {name} | {ver} | {dtype} | {c['pass']} | {c['FAIL']} | {c['error']} | {c['skip']} | "
                      f"{'-' if c['worst'] != c['worst'] else format(c['worst'], '.2g')} | {what} |")
