@@ -109,8 +109,8 @@ bench: install  ## RoPE kernel benchmarks -> results/bench/$(BENCH_DEVICE).{json
 		--benchmark-json=results/bench/$(BENCH_DEVICE).json
 	$(BENCH_ENV) $(PY) -m harness.measure.kernel_bench report results/bench/$(BENCH_DEVICE).json
 
-readme-tables: install  ## regenerate README's kernel tables from results/baselines/*.json (a test fails while stale)
-	$(PY) -m harness.measure.kernel_table --write README.md
+readme-tables: install  ## regenerate docs/kernels.md's tables from results/baselines/*.json (a test fails while stale)
+	$(PY) -m harness.measure.kernel_table --write docs/kernels.md
 
 bench-check: install  ## CI gate (< 2 min): C kernel instructions/element under their ceilings, R over loose floors
 	$(BENCH_ENV) $(PY) -m harness.measure.kernel_bench check --baseline results/baselines/kernels-cpu.json

@@ -1,7 +1,8 @@
-"""The README's kernel-speed tables are what harness.measure.kernel_table generates from the committed baselines.
+"""docs/kernels.md's kernel-speed tables are what harness.measure.kernel_table generates from the committed
+baselines.
 
 A hand-typed table drifted from its JSON once (cells for runs that no committed file holds); comparing the
-README with a regeneration makes a stale table a test failure, and `--check` is what names the fix.
+page with a regeneration makes a stale table a test failure, and `--check` is what names the fix.
 """
 import json
 import pathlib
@@ -15,7 +16,7 @@ import pytest
 from harness.measure.kernel_table import BLOCK, main, render, table
 
 ROOT = pathlib.Path(__file__).parents[1]
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "kernels.md"  # its block paths are relative to docs/
 BASELINES = ("results/baselines/kernels-cpu.json", "results/baselines/kernels-h100.json",
              "results/baselines/decode-cpu.json")
 
@@ -38,13 +39,13 @@ def _doc(r, meta=None):
 
 
 def test_readme_tables_are_generated():
-    """Every committed baseline has its block in the README, and each block equals a regeneration."""
-    text = README.read_text()
+    """Every committed baseline has its block in docs/kernels.md, and each block equals a regeneration."""
+    text = PAGE.read_text()
     blocks = {m[2]: m[3] for m in BLOCK.finditer(text)}
-    assert sorted(blocks) == sorted(BASELINES)
+    assert sorted(blocks) == sorted("../" + b for b in BASELINES)
     for path, body in blocks.items():
-        assert body == f"\n{table(ROOT / path, path)}\n\n", path
-    assert render(text, ROOT) == text
+        assert body == f"\n{table(PAGE.parent / path, path)}\n\n", path
+    assert render(text, PAGE.parent) == text
 
 
 def test_small_json(tmp_path):
@@ -113,12 +114,13 @@ def test_caption_must_match_runs(tmp_path):
 
 @pytest.fixture
 def readme_copy(tmp_path):
-    """The README with the baselines it points at, in a scratch folder."""
+    """docs/kernels.md with the baselines it points at, in a scratch folder."""
     for path in BASELINES:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / path, tmp_path / path)
-    shutil.copy(README, tmp_path / "README.md")
-    return tmp_path / "README.md"
+    (tmp_path / "docs").mkdir()
+    shutil.copy(PAGE, tmp_path / "docs" / "kernels.md")
+    return tmp_path / "docs" / "kernels.md"
 
 
 def test_check_fails_on_edited_table(readme_copy, capsys):

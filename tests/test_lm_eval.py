@@ -301,8 +301,8 @@ def test_evaluate_writes_rows_into_the_run(tmp_path):
 
 
 def readme_command():
-    """The harness-lm-eval command of README.md's lm-eval section, as argv (its comment left off)."""
-    text = (ROOT / "README.md").read_text()
+    """The harness-lm-eval command of docs/lm-eval.md's section, as argv (its comment left off)."""
+    text = (ROOT / "docs" / "lm-eval.md").read_text() + "\n## end\n"
     section = text[text.index("\n## Standard tasks (lm-eval)"):]
     section = section[:section.index("\n## ", 1)]
     lines = [line for line in section.splitlines() if line.startswith("harness-lm-eval ")]

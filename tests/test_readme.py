@@ -1,4 +1,5 @@
-"""README.md is a user's document that cannot go stale, and DESIGN.md's module map matches the tree.
+"""README.md and its pages under docs/ are a user's document that cannot go stale, and DESIGN.md's module map
+matches the tree. The README's checks run over the README and every docs/ page together.
 
 A number measured once and typed into prose goes stale the day the code or the machine changes; the README held
 sweep times, p-values and claim counts that no test compared with anything. So measured numbers live only in the
@@ -110,9 +111,31 @@ def repo_paths(text, roots=("harness", "conf", "tests", "tasks", "results")):
     return out
 
 
+PAGES = [README] + sorted((ROOT / "docs").glob("*.md"))
+
+
 @pytest.fixture(scope="module")
 def readme():
-    return README.read_text()
+    """The README and every docs/ page, one text (each page starts with its own headings)."""
+    return "\n\n".join(p.read_text() for p in PAGES)
+
+
+def test_the_readme_is_short_and_links_every_page():
+    """The first page a user reads stays one screenful of sections; every docs/ page is reachable from it."""
+    text = README.read_text()
+    assert len(text.splitlines()) <= 250
+    for page in PAGES[1:]:
+        assert f"](docs/{page.name})" in text, f"the README does not link docs/{page.name}"
+
+
+def test_relative_links_resolve():
+    """Every relative link or image of a page points at a file that exists (anchors left unchecked)."""
+    missing = []
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" not in target and not (page.parent / target).exists():
+                missing.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not missing, missing
 
 
 def test_no_measured_numbers_outside_generated_blocks(readme):

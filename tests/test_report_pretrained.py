@@ -88,11 +88,11 @@ def test_a_pair_equal_by_construction_on_both_sides_is_called_identical():
 
 
 def test_readme_block_is_what_the_committed_results_give():
-    """The README's pretrained block is generated (python -m harness.report.pretrained results/pretrained --readme
-    README.md --write); it fails here when a committed result or the generator changed without it."""
-    text = (ROOT / "README.md").read_text()
-    assert report_pretrained.BLOCK.search(text), "README has no pretrained block"
-    assert report_pretrained.render(text, ROOT) == text
+    """docs/pretrained.md's block is generated (python -m harness.report.pretrained results/pretrained --readme
+    docs/pretrained.md --write); it fails here when a committed result or the generator changed without it."""
+    text = (ROOT / "docs" / "pretrained.md").read_text()
+    assert report_pretrained.BLOCK.search(text), "docs/pretrained.md has no pretrained block"
+    assert report_pretrained.render(text, ROOT / "docs") == text
 
 
 def proxy_rows(means, base, seeds=3, noise=0.01, sweep="transfer"):

@@ -1,7 +1,7 @@
-"""The README's kernel-speed tables, generated from the committed baseline JSONs so they cannot drift from them.
+"""The kernel-speed tables of docs/kernels.md, generated from the committed baseline JSONs so they cannot drift.
 
-`python -m harness.measure.kernel_table [--check|--write] README.md` regenerates every block between
-`<!-- kernel-table: PATH -->` and `<!-- /kernel-table -->` (PATH relative to the README's folder) from
+`python -m harness.measure.kernel_table [--check|--write] docs/kernels.md` regenerates every block between
+`<!-- kernel-table: PATH -->` and `<!-- /kernel-table -->` (PATH relative to the page's folder) from
 `table(PATH)`; `--check` (tests, CI) exits 1 when the README differs, `--write` rewrites it, no flag prints them.
 A baseline JSON (harness.measure.kernel_bench baseline) holds meta, R[key] (the statistic meta names, over
 runs[key]) and, for the gate, machines; key = provider/mode/layout/dtype/shape. A decode JSON

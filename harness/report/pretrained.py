@@ -1,7 +1,7 @@
 """The pretrained-model report: rows of harness.pretrained.study (sweeps pretrained, pretrained_precision) and the
-laptop extension sweep -> report.md + pretrained.png, and the README's generated block.
+laptop extension sweep -> report.md + pretrained.png, and the generated block of docs/pretrained.md.
 
-`python -m harness.report.pretrained RESULTS... [--out DIR] [--readme README.md --write|--check]`. Every number
+`python -m harness.report.pretrained RESULTS... [--out DIR] [--readme docs/pretrained.md --write|--check]`. Every number
 over windows is `mean ± half-width of its 95% t interval` with n = windows (harness.stats); differences are
 paired on the same windows."""
 import argparse
