@@ -1,7 +1,8 @@
 """A new encoding is one file plus one YAML and nothing else: in a copy of the checkout, one file under
-harness/encodings/ (a RoPE whose base is scaled by a knob of its own, with its Range declared in the file) and one
-under conf/encoding/ make an encoding the registry finds, the command line validates (a bad value of the new knob is
-one line naming it) and the runner trains and measures."""
+harness/encodings/ (a RoPE whose base is scaled by a knob of its own, with its Range and its docs row declared in the
+file) and one under conf/encoding/ make an encoding the registry finds, the command line validates (a bad value of
+the new knob is one line naming it), the runner trains and measures, and the docs' encodings table regenerates with
+its row. The committed table is what the registry generates (test_the_encodings_table_is_generated)."""
 import os
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ class RopeScaledBase(Rope):
     """RoPE whose base is multiplied by base_scale."""
 
     RANGES = {"base_scale": positive()}
+    CARD = ("rotary at base x `base_scale`", "rotate", "an outside contributor")
 
     def __init__(self, *, head_dim, base=10000.0, base_scale=2.0, layout="half", impl="auto"):
         super().__init__(head_dim=head_dim, base=base * base_scale, layout=layout, impl=impl)
@@ -51,3 +53,18 @@ def test_one_file_and_one_yaml_make_an_encoding(tmp_path):
     (rows,) = list((tmp_path / "out" / "runs").glob("*/rows.parquet"))
     df = pd.read_parquet(rows)
     assert set(df.encoding) == {"rope_scaled_base"} and (df.metric == "ppl").any()
+    page = repo / "docs" / "encodings.md"
+    page.parent.mkdir()
+    shutil.copy(ROOT / "docs" / "encodings.md", page)
+    table = subprocess.run([sys.executable, "-m", "harness.report.encodings_table", "--write", str(page)], cwd=repo,
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert table.returncode == 0, table.stderr
+    assert "| `rope_scaled_base` | rotary at base x `base_scale` | rotate | an outside contributor |" in page.read_text()
+
+
+def test_the_encodings_table_is_generated():
+    """docs/encodings.md's table is the registry's (python -m harness.report.encodings_table --write
+    docs/encodings.md); every encoding declares its own row, so an inherited one cannot stand in for it."""
+    from harness.report import encodings_table
+    text = (ROOT / "docs" / "encodings.md").read_text()
+    assert encodings_table.render(text) == text

@@ -23,6 +23,7 @@ GENERATORS = {
     "kernel-table": "harness.measure.kernel_table",  # tests/test_kernel_table.py
     "reference-summary": "the reference sweep's summary (results/reference)",
     "ladder-summary": "the compute ladder's transfer table (results/budget; harness.report.budget.readme_lines)",
+    "encodings-table": "harness.report.encodings_table",  # tests/test_add_encoding.py
 }
 OPEN = re.compile(r"<!-- ([\w-]+): (\S+) -->")
 CLOSE = re.compile(r"<!-- /([\w-]+) -->")

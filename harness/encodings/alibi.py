@@ -26,6 +26,11 @@ def linear_bias(slopes_t, q_pos, k_pos):
 class Alibi(Encoding):
     """No embedding, no rotation: a fixed linear distance penalty per head."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("linear bias, paper slopes (any head count)",
+            "bias",
+            "Press et al. 2022")
+
     relative = True
 
     def __init__(self, *, n_heads):

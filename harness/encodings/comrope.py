@@ -43,6 +43,12 @@ AXES = 2  # (row, col)
 class Comrope(PerLayer):
     """Learned block rotations R(p) = exp((row/w) A_row + (col/w) A_col), A_axis = theta_axis (P - P^T)."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("2D rotation exp(row·A_r + col·A_c) of blocks of `block_size` features, A = θ·(P − Pᵀ) "
+            "learned and commuting: exactly relative (ComRoPE-LD)",
+            "rotate",
+            "Yu et al. 2025 (Longin-Yu/ComRoPE)")
+
     RANGES = {"block_size": count(2), "init_std": positive()}
 
     relative = True  # exact: A_row and A_col are multiples of one skew-symmetric matrix per head and block

@@ -27,6 +27,13 @@ from harness.encodings._params import count
 class CoPE(Encoding):
     """Gates σ(q·k/√D), counted backwards from the query; the count interpolates learned position logits."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("contextual positions: gates σ(q·k/√D) counted back from the query, the count "
+            "interpolating learned position logits (`npos` = `train_len` + 1, one table for all heads"
+            " and layers)",
+            "bias reading q and k",
+            "Golovneva et al. 2024 (facebookresearch/RAM, projects/cope)")
+
     RANGES = {"npos": count(2, null="train_len + 1")}
 
     relative = True  # shift-invariant (content and order only); not a function of i - j

@@ -12,6 +12,11 @@ from harness.encodings._params import count, nonnegative, positive
 class Fire(Encoding):
     """Defaults follow the paper's reference code: MLP width 32, c = 0.1, L = 512 times a learnable multiplier."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("MLP over log distance, progressive interpolation",
+            "bias",
+            "Li et al. 2023")
+
     RANGES = {"mlp_width": count(1), "init_c": positive(), "init_L": positive(), "eps": nonnegative()}
 
     def __init__(self, *, n_heads, mlp_width=32, init_c=0.1, init_L=512.0, eps=1e-6):

@@ -24,6 +24,12 @@ from harness.encodings._layered import PerLayer
 class Fox(PerLayer):
     """Layer 0's forget gate; the gates of layers 1 .. n_layers − 1 are the `deeper` members (at(layer))."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("no PE; a forget gate f_t = σ(w·x_t + b) per head and layer, bias Σ_{l=j+1}^{i} log f_l "
+            "(a data-dependent ALiBi)",
+            "bias from the block input",
+            "Lin et al. 2025 (zhixuan-lin/forgetting-transformer)")
+
     relative = True  # shift-invariant: positions are never read
     content_bias = True
 

@@ -24,6 +24,11 @@ from harness.encodings.rope import Rope
 class Hope(Rope):
     """RoPE's pairs with λ_i <= train_len rotate; the remaining features pass through unrotated."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("rotary on the pairs with 2π/θ_i ≤ `train_len` (= train.seq_len), the other features unrotated",
+            "rotate",
+            "Chen et al. 2025")
+
     def __init__(self, *, head_dim, base=10000.0, train_len=64, layout="half", impl="auto"):
         super().__init__(head_dim=head_dim, base=base, layout=layout, impl=impl)
         if isinstance(train_len, bool) or not isinstance(train_len, (int, float)) or train_len < 1 \

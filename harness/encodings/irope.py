@@ -13,6 +13,11 @@ from harness.encodings._params import count, nonnegative, positive
 class IRoPE(Layered):
     """cycle = [L2Normed(rope)] * (nope_every - 1) + [QueryTemperature]; rope_qk_norm=False drops the norm."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("per layer: QK-normed RoPE layers, every `nope_every`-th a NoPE layer with query temperature",
+            "rotate, per layer",
+            "Llama 4 (HF `modeling_llama4.py`)")
+
     RANGES = {"nope_every": count(2), "floor_scale": positive(), "attn_scale": nonnegative()}
 
     relative = False  # the NoPE layers' temperature reads absolute positions

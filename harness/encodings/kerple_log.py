@@ -10,6 +10,11 @@ EPS = 1e-2  # the paper's code clamps its parameters to stay positive
 class KerpleLog(Encoding):
     """Learnable per-head r1 (scale) and r2 (distance stretch), initialised uniform in (0, 1) x 2 and (0, 1)."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("learnable kernel biases",
+            "bias",
+            "Chi et al. 2022")
+
     relative = True
 
     def __init__(self, *, n_heads):

@@ -13,6 +13,11 @@ class KerplePower(Encoding):
     As the authors' code (chijames/KERPLE, megatron/mpu/layers.py, ParallelKerplePower, the
     'kerple_power_ap_' variant of train.sh): bias_p = rand * 2 drawn first, then bias_a = rand * 1."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("learnable kernel biases",
+            "bias",
+            "Chi et al. 2022")
+
     relative = True
 
     def __init__(self, *, n_heads):

@@ -9,6 +9,11 @@ from harness.encodings._params import count
 class Learned(Encoding):
     """A position at or beyond max_len is an error: the table has no row for it."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("absolute, table of `max_len` rows (beyond it: an error)",
+            "embed",
+            "GPT-2")
+
     RANGES = {"max_len": count(1)}
 
     def __init__(self, *, d_model, max_len=1024):

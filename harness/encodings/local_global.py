@@ -11,6 +11,11 @@ from harness.encodings._params import count, fraction, positive
 class LocalGlobal(Layered):
     """cycle = [Windowed(rope(local_base), window)] * local_layers + [rope(global_base, global_rope_type)]."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("per layer: sliding-window RoPE (local base), then global RoPE (global base, optional p-RoPE)",
+            "rotate + window, per layer",
+            "Gemma 3 / 4")
+
     RANGES = {"local_layers": count(1), "local_base": positive(), "global_base": positive(),
               "global_partial_rotary_factor": fraction(lo_open=True)}
 

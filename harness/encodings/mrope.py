@@ -55,6 +55,12 @@ def pair_axes(sections, layout):
 class MRoPE(Encoding):
     """Rotation by (t, h, w) of a frame raster; pairs split over the three axes (`sections` or `interleaved`)."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("multi-axis rotary over a (frame, row, col) raster of p: pairs split in `sections` "
+            "(Qwen2-VL) or `interleaved` (Qwen3-VL)",
+            "rotate",
+            "Wang et al. 2024 (HF `modeling_qwen2_vl.py`, `modeling_qwen3_vl.py`)")
+
     RANGES = {"height": count(1), "sections": count(0, entries="pairs per axis", null="the layout's default split")}
 
     relative = True

@@ -10,6 +10,11 @@ from harness.encodings._params import count
 class RNoPESWA(Layered):
     """cycle = [Windowed(rope, window)] * rope_layers + [nope]; the RoPE layers share one table."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("per layer: `rope_layers` sliding-window RoPE layers, then a global NoPE layer",
+            "rotate + window, per layer",
+            "Yang et al. 2025")
+
     RANGES = {"rope_layers": count(1)}
 
     relative = True  # RoPE + a window of distances, and NoPE: logits depend on i - j only

@@ -12,6 +12,12 @@ from harness.rope.apply import apply_rotary_qk, check_impl
 class Rope(RotaryEncoding):
     """Rotary position embedding; `scaling` holds the HF rope_scaling keys for `rope_type`."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("rotary: any base, `half`/`interleaved` layout, partial rotary, `rope_type` "
+            "default/linear (PI)/ntk/dynamic/yarn/llama3/longrope/proportional (p-RoPE)",
+            "rotate",
+            "Su et al. 2021; HF `ROPE_INIT_FUNCTIONS`; Barbero et al. 2025")
+
     relative = True
 
     def __init__(self, *, head_dim, base=10000.0, layout="half", partial_rotary_factor=1.0,

@@ -11,6 +11,11 @@ from harness.rope.apply import apply_rotary_qk, check_impl
 class Rope2D(Encoding):
     """Scores depend only on (row_i - row_j, col_i - col_j): relative for shifts by whole rows."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("axial 2D rotary over (p // width, p % width)",
+            "rotate",
+            "Heo et al. 2024 (axial 2D RoPE)")
+
     relative = True
     rotary = True
 

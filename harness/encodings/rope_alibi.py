@@ -11,6 +11,11 @@ from harness.encodings.rope import Rope
 class RopeAlibi(Rope):
     """RoPE's rotation and ALiBi's per-head linear distance penalty together."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("rotary + ALiBi",
+            "rotate + bias",
+            "Su et al. 2021 + Press et al. 2022 (a hybrid)")
+
     def __init__(self, *, head_dim, n_heads, base=10000.0, layout="half", partial_rotary_factor=1.0,
                  impl="auto"):
         super().__init__(head_dim=head_dim, base=base, layout=layout,

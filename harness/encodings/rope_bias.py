@@ -13,6 +13,11 @@ from harness.encodings.rope import Rope
 class RopeBias(Rope):
     """b_{i-j}: one learnable scalar per head and clipped distance, init 0 (starts as plain RoPE)."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("rotary + learned b_{i−j}",
+            "rotate + bias",
+            "Su et al. 2021 + a T5/Shaw-style relative bias (a hybrid)")
+
     def __init__(self, *, head_dim, n_heads, base=10000.0, max_distance=128, layout="half",
                  partial_rotary_factor=1.0, impl="auto"):
         super().__init__(head_dim=head_dim, base=base, layout=layout,

@@ -11,6 +11,11 @@ from harness.encodings.rope import Rope
 class RopeLearnedFreq(Rope):
     """One learnable log-scale a_i per frequency pair, shared by all heads and layers."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("rotary, θ_i·exp(a_i), a_i learnable (init 0)",
+            "rotate",
+            "Su 2021 (trainable θ_i, https://spaces.ac.cn/archives/8265)")
+
     def __init__(self, *, head_dim, base=10000.0, layout="half", partial_rotary_factor=1.0, impl="auto"):
         super().__init__(head_dim=head_dim, base=base, layout=layout,
                          partial_rotary_factor=partial_rotary_factor, impl=impl)

@@ -47,6 +47,11 @@ def init_mixed_freqs(head_dim, n_heads, base):
 class RopeMixed(PerLayer):
     """Learned mixed-axis frequencies `freqs` (2, n_heads, head_dim/2) of layer 0; `deeper` holds the others."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("2D rotary with learned per-head, per-layer frequencies mixing both axes, f_x·col + f_y·row",
+            "rotate",
+            "Heo et al. 2024 (naver-ai/rope-vit, RoPE-Mixed)")
+
     relative = True
     rotary = True
 

@@ -35,6 +35,11 @@ NO_PERIOD = 2.0 ** 62  # stands in for an infinite wavelength: remainder by it l
 class RopeResonance(Rope):
     """RoPE with integer wavelengths; any base, layout, partial rotary and rope_type, as `rope`."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("rotary, wavelengths rounded to integers θ' = 2π/round(2π/θ), any `rope_type` (yarn = Resonance YaRN)",
+            "rotate",
+            "Wang et al. 2024")
+
     def __init__(self, *, head_dim, base=10000.0, layout="half", partial_rotary_factor=1.0,
                  rope_type="default", scaling=None, impl="auto"):
         super().__init__(head_dim=head_dim, base=base, layout=layout, partial_rotary_factor=partial_rotary_factor,

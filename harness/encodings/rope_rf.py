@@ -14,6 +14,11 @@ from harness.encodings._params import Range, fraction
 class RopeRF(Rope):
     """alpha is learnable (init alpha_init); rho is a fixed hyperparameter in [0, 1]."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("rotary, θ*_j = α/base^ρ + (1−α)θ_j, α learnable",
+            "rotate",
+            "the harness's own variant of RoPE")
+
     RANGES = {"rho": fraction(), "alpha_init": Range()}
 
     def __init__(self, *, head_dim, base=10000.0, rho=0.5, alpha_init=0.1, layout="half",

@@ -11,6 +11,11 @@ class Shaw(Encoding):
     """R^K has 2k+1 learned rows (clip distance k), shared by heads. Only the key term: the value term
     R^V changes the attention output, which the bias contract does not cover."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("clipped relative keys, q·R^K_clip(j−i)",
+            "bias",
+            "Shaw et al. 2018")
+
     relative = True
     content_bias = True
 

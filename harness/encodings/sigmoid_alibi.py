@@ -19,6 +19,12 @@ from harness.encodings.alibi import Alibi
 class SigmoidAlibi(Alibi):
     """ALiBi's bias; the normalizer is σ(score − log train_len)."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("sigmoid attention σ(q·k/√D − m_h·|i−j| − log n) in place of softmax, n = `train_len` (= "
+            "train.seq_len)",
+            "bias + normalizer",
+            "Ramapuram et al. 2025 (apple/ml-sigmoid-attention)")
+
     def __init__(self, *, n_heads, train_len=64):
         super().__init__(n_heads=n_heads)
         if isinstance(train_len, bool) or not isinstance(train_len, (int, float)) or train_len < 1:

@@ -20,6 +20,11 @@ class Sinusoidal(Encoding):
     embeddings are initialised at std 0.02 and tied to the output, so we scale the table by `scale`
     (default d_model^-1/2) instead: the same ratio. Unscaled, the table swamped the tokens (PPL 20 on kjv)."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("absolute",
+            "embed",
+            "Vaswani et al. 2017")
+
     RANGES = {"scale": positive(null="d_model^-1/2")}
 
     def __init__(self, *, d_model, base=10000.0, scale=None):

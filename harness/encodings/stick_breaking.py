@@ -21,6 +21,11 @@ from harness.encodings._base import Encoding
 class StickBreaking(Encoding):
     """No embedding, rotation or bias; the stick-breaking normalizer."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("no PE; weights σ(z_ij)·Π_{j<k<i}(1 − σ(z_ik)), the rest of the stick on the own token",
+            "normalizer",
+            "Tan et al. 2024 (shawntan/stickbreaking-attention)")
+
     relative = True
 
     def normalize(self, scores):

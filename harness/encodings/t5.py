@@ -28,6 +28,11 @@ def relative_position_bucket(rel, bidirectional=True, num_buckets=32, max_distan
 class T5(Encoding):
     """Learned bucketed bias, shared by all layers (as in T5)."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("bucketed learned bias (causal or bidirectional)",
+            "bias",
+            "Raffel et al. 2020")
+
     RANGES = {"num_buckets": count(2)}
 
     relative = True

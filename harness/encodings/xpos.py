@@ -19,6 +19,11 @@ class XPos(Encoding):
     the call's positions, so keys cached from an earlier call carry another centre: not `cacheable` (decoding
     one token at a time against them was off by up to 8.7e-5 in the logits, at 40 and 160 tokens)."""
 
+    # its row in docs/encodings.md (harness.report.encodings_table): kind, where it acts, reference
+    CARD = ("rotary with exponential decay (scale_base 512)",
+            "rotate",
+            "Sun et al. 2022")
+
     RANGES = {"scale_base": positive()}
 
     relative = True
