@@ -96,7 +96,7 @@ sweep: install $(if $(filter pretrained%,$(SWEEP)),pretrained-install)  ## train
 	$(PY) -m harness -m sweep=$(SWEEP) $(if $(strip $(SEEDS)),seeds=$(strip $(SEEDS)))
 	$(MAKE) --no-print-directory report
 
-# The report's attention-paths section: the CSVs of python -m harness.measure.flex_bench (FLEX_CSV= for none).
+# The report's attention-paths section: the CSVs of python -m harness.bench.flex_bench (FLEX_CSV= for none).
 FLEX_CSV ?= $(wildcard results/flex/*.csv)
 report: install  ## report.md + PNG plots from the rows in $(RESULTS)/$(SWEEP)
 	$(PY) -m harness.report $(RESULTS)/$(SWEEP) $(if $(FLEX_CSV),--flex $(FLEX_CSV))
@@ -107,13 +107,13 @@ bench: install  ## RoPE kernel benchmarks -> results/bench/$(BENCH_DEVICE).{json
 	@mkdir -p results/bench
 	$(BENCH_ENV) $(PY) -m pytest -q -p no:cacheprovider tests/bench --benchmark-enable \
 		--benchmark-json=results/bench/$(BENCH_DEVICE).json
-	$(BENCH_ENV) $(PY) -m harness.measure.kernel_bench report results/bench/$(BENCH_DEVICE).json
+	$(BENCH_ENV) $(PY) -m harness.bench.kernel_bench report results/bench/$(BENCH_DEVICE).json
 
 readme-tables: install  ## regenerate docs/kernels.md's tables from results/baselines/*.json (a test fails while stale)
-	$(PY) -m harness.measure.kernel_table --write docs/kernels.md
+	$(PY) -m harness.bench.kernel_table --write docs/kernels.md
 
 bench-check: install  ## CI gate (< 2 min): C kernel instructions/element under their ceilings, R over loose floors
-	$(BENCH_ENV) $(PY) -m harness.measure.kernel_bench check --baseline results/baselines/kernels-cpu.json
+	$(BENCH_ENV) $(PY) -m harness.bench.kernel_bench check --baseline results/baselines/kernels-cpu.json
 
 # lm-eval: our tasks (tasks/) and lm-eval's own by name; rows go into the run's rows.parquet.
 RUN ?=

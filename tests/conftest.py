@@ -1,6 +1,6 @@
 """Fixtures shared by the test modules (pytest finds them here; no test module imports another).
 Helpers that are constants or plain functions live in modules that are not test modules: tests/tiny_runs.py,
-tests/gate_support.py, tests/task_checks.py."""
+harness/bench/gate_support.py, tests/task_checks.py."""
 import os
 
 import pytest

@@ -1,7 +1,7 @@
 """The kernel-speed gate (`make bench-check`): instruction ceilings that load cannot move, loose R floors, and both
 fail a planted regression while the tree as it is passes.
 
-The regressions are planted in a child process only (tests/gate_support.py): PLANT wraps harness.rope.cpu.launch
+The regressions are planted in a child process only (harness/bench/gate_support.py): PLANT wraps harness.rope.cpu.launch
 to run its kernel twice (2x slower, 2x the instructions); PLANT_WORK builds the C kernel from a copy of csrc/ whose
 rows run their vector steps twice (about 2x the instructions, R barely moved). Then the real CLI runs against the
 committed baseline, with the same GLIBC_TUNABLES as `make bench-check`.
@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from harness.measure import kernel_icount
-from harness.measure.kernel_gate import compare, floors
-from harness.measure.kernel_spec import C_KEYS, CPU_BASELINE, GATED, LOOSE
-from tests.gate_support import BASELINE, KEY, PLANT, PLANT_WORK, ROOT, gate
+from harness.bench import kernel_icount
+from harness.bench.kernel_gate import compare, floors
+from harness.bench.kernel_spec import C_KEYS, CPU_BASELINE, GATED, LOOSE
+from harness.bench.gate_support import BASELINE, KEY, PLANT, PLANT_WORK, ROOT, gate
 
 counts_here = pytest.mark.skipif(kernel_icount.unavailable() is not None,
                                  reason=f"no instruction counts here: {kernel_icount.unavailable()}")
@@ -39,8 +39,8 @@ def test_instruction_ceilings_flag_counts_above_them_and_counts_without_one():
     assert kernel_icount.compare({"avx2": {"k1": 2.01, "k2": 1.0}}, ceiling) == [
         "k1 [avx2]: 2.010 instructions per element > ceiling 2.000"]
     assert kernel_icount.compare({"avx512bf16": {"k2": 0.1}, "new": {"k1": 0.1}}, ceiling) == [
-        "k2 [avx512bf16]: no instruction ceiling in the baseline (python -m harness.measure.kernel_bench ceilings)",
-        "k1 [new]: no instruction ceiling in the baseline (python -m harness.measure.kernel_bench ceilings)"]
+        "k2 [avx512bf16]: no instruction ceiling in the baseline (python -m harness.bench.kernel_bench ceilings)",
+        "k1 [new]: no instruction ceiling in the baseline (python -m harness.bench.kernel_bench ceilings)"]
 
 
 def test_recorded_ceilings_are_the_margin_over_the_counts_and_keep_other_levels():
@@ -64,7 +64,7 @@ def test_baseline_is_committed_and_covers_the_gated_kernels():
 @pytest.mark.slow
 @pytest.mark.serial
 def test_gate_passes_on_unchanged_tree():
-    run = gate("-m", "harness.measure.kernel_bench")
+    run = gate("-m", "harness.bench.kernel_bench")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "bench-check: passed" in run.stdout
 
@@ -88,10 +88,10 @@ def test_gate_fails_on_planted_double_work():
 
 
 def test_gate_trials_estimate_reads_one_machine_and_brackets_the_floor():
-    """tests/gate_trials.py --estimate: a key whose trials sit far above its floor almost never fails unchanged;
+    """harness/bench/gate_trials.py --estimate: a key whose trials sit far above its floor almost never fails unchanged;
     one whose trials straddle the floor fails about half the time (the t prediction is centred on the mean). With
     LOOSE floors a 2x slower kernel passes R's floor: the instruction ceilings catch it, not R."""
-    from tests.gate_trials import estimate
+    from harness.bench.gate_trials import estimate
     far = [1.0, 1.02, 0.98, 1.01, 0.99]
     doc = {"R": {"a": 1.0, "b": 2.0}, "instructions": {},
            "machines": {"kind X trials": {"a": far, "b": [0.5, 0.7, 0.6, 0.65, 0.55]}, "kind Y": {"a": [0.75]}}}
@@ -106,7 +106,7 @@ def test_gate_trials_estimate_reads_one_machine_and_brackets_the_floor():
 
 def test_a_new_baseline_keeps_the_instruction_ceilings(tmp_path, monkeypatch):
     """`kernel_bench baseline` rewrites R on a quiet machine; the counts and ceilings (`ceilings`) stay."""
-    from harness.measure import kernel_bench
+    from harness.bench import kernel_bench
     path = tmp_path / "kernels-cpu.json"
     old = {"R": {}, "machines": {"m": {}}, "instructions": {"ceiling": {"avx2": {KEY: 2.0}}}}
     path.write_text(json.dumps(old))

@@ -1,4 +1,4 @@
-"""tests/kernel_ab.py, the paired A/B tool of C kernel builds: it builds its variants, times them in turn, prints a
+"""harness/bench/kernel_ab.py, the paired A/B tool of C kernel builds: it builds its variants, times them in turn, prints a
 ratio per variant, and leaves the project's own kernel in place."""
 import re
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from harness.rope import cpu
-from tests import kernel_ab
+from harness.bench import kernel_ab
 
 pytestmark = pytest.mark.skipif(cpu.unavailable() is not None, reason=f"no C kernel here: {cpu.unavailable()}")
 KEY = "cpu/fwd/interleaved/float16/prefill"

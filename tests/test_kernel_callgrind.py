@@ -1,4 +1,4 @@
-"""The gate's instruction count (harness/measure/kernel_icount.py: single-stepping under the trap flag) is the count
+"""The gate's instruction count (harness/bench/kernel_icount.py: single-stepping under the trap flag) is the count
 valgrind's callgrind gives for the same call, repeats exactly, and doubles with twice the work.
 
 callgrind runs the library's avx2 level from a small C driver (valgrind 3.19 cannot run AVX-512 code, and its
@@ -13,9 +13,9 @@ import subprocess
 import pytest
 import torch
 
-from harness.measure import kernel_icount
-from harness.measure.kernel_bench import icount_case, inputs
-from harness.measure.kernel_spec import ICOUNT_SHAPE
+from harness.bench import kernel_icount
+from harness.bench.kernel_bench import icount_case, inputs
+from harness.bench.kernel_spec import ICOUNT_SHAPE
 from harness.rope import cpu
 
 pytestmark = pytest.mark.skipif(kernel_icount.unavailable() is not None,

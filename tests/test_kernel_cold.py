@@ -1,11 +1,11 @@
-"""The kernel benchmark's cold start (harness/measure/kernel_timing.py): after every timed call of a cold shape, what
+"""The kernel benchmark's cold start (harness/bench/kernel_timing.py): after every timed call of a cold shape, what
 the call read and returned leaves the caches, so kernel and copy_ each read their tensors from DRAM; warm shapes
 (decode) are timed as they are."""
 import pytest
 import torch
 
-from harness.measure import kernel_bench, kernel_timing
-from harness.measure.kernel_spec import COLD_SHAPES
+from harness.bench import kernel_bench, kernel_timing
+from harness.bench.kernel_spec import COLD_SHAPES
 from harness.rope import cpu
 
 SMALL = dict(b=1, hq=2, hk=2, t=8, d=16)
@@ -100,7 +100,7 @@ def test_bench_csv_says_each_rows_cache_state_and_level(tmp_path):
     import csv
     import json
 
-    from harness.measure.kernel_report import report
+    from harness.bench.kernel_report import report
     env = dict(device="cpu", torch=torch.__version__, glibc_tunables="", cpu_isa="avx2", cache="prefill cold: evict")
     rows = [dict(provider="cpu", mode="fwd", layout="half", dtype="float32", shape=shape, R=0.9, p20=1e-3, p50=1e-3,
                  p80=1e-3, **env) for shape in ("prefill", "decode")]

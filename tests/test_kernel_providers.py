@@ -1,4 +1,4 @@
-"""The kernel benchmark's providers compute what they name: each callable of harness.measure.kernel_bench.kernel_fn
+"""The kernel benchmark's providers compute what they name: each callable of harness.bench.kernel_bench.kernel_fn
 gives the eager formula's rotation (the GPU baseline times these same callables)."""
 import os
 
@@ -7,7 +7,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported: the
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from harness.measure import kernel_bench  # noqa: E402
+from harness.bench import kernel_bench  # noqa: E402
 from harness.rope.apply import apply_rotary  # noqa: E402
 
 SHAPE = dict(b=2, hq=3, hk=1, t=9, d=16)

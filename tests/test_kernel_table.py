@@ -1,4 +1,4 @@
-"""docs/kernels.md's kernel-speed tables are what harness.measure.kernel_table generates from the committed
+"""docs/kernels.md's kernel-speed tables are what harness.bench.kernel_table generates from the committed
 baselines.
 
 A hand-typed table drifted from its JSON once (cells for runs that no committed file holds); comparing the
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from harness.measure.kernel_table import BLOCK, main, render, table
+from harness.bench.kernel_table import BLOCK, main, render, table
 
 ROOT = pathlib.Path(__file__).parents[1]
 PAGE = ROOT / "docs" / "kernels.md"  # its block paths are relative to docs/
@@ -148,6 +148,6 @@ def test_check_fails_without_closed_block(readme_copy, capsys):
 def test_cli_exit_status(readme_copy):
     """The module entry point (what a Makefile target would run) exits 1 on a stale table."""
     readme_copy.write_text(_edit_cpu_cell(readme_copy.read_text()))
-    proc = subprocess.run([sys.executable, "-m", "harness.measure.kernel_table", "--check", str(readme_copy)],
+    proc = subprocess.run([sys.executable, "-m", "harness.bench.kernel_table", "--check", str(readme_copy)],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 1 and "kernel table differs" in proc.stderr

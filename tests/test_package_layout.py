@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The layers below configuration: model and attention, encodings, rope, tasks, measurement, rows and statistics.
 LOW = ["harness.model", "harness.attention", "harness.decode", "harness.train", "harness.names", "harness.encodings",
        "harness.rope", "harness.tasks", "harness.results", "harness.stats", "harness.flex",
-       *sorted(f"harness.measure.{p.stem}" for p in (ROOT / "harness" / "measure").glob("*.py")
+       *sorted(f"harness.{d}.{p.stem}" for d in ("measure", "bench") for p in (ROOT / "harness" / d).glob("*.py")
                if p.stem not in ("__init__", "__main__"))]
 FORBIDDEN = ("hydra", "omegaconf")
 # One interpreter imports every LOW module in turn (one process per module cost ~2 s of torch start-up each, about

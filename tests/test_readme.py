@@ -20,7 +20,7 @@ DESIGN = ROOT / "DESIGN.md"
 # Generated blocks and the code that writes each (the block's own test compares it with a regeneration):
 GENERATORS = {
     "pretrained-table": "harness.report.pretrained",  # tests/test_report_pretrained.py
-    "kernel-table": "harness.measure.kernel_table",  # tests/test_kernel_table.py
+    "kernel-table": "harness.bench.kernel_table",  # tests/test_kernel_table.py
     "reference-summary": "the reference sweep's summary (results/reference)",
     "ladder-summary": "the compute ladder's transfer table (results/budget; harness.report.budget.readme_lines)",
     "encodings-table": "harness.report.encodings_table",  # tests/test_add_encoding.py

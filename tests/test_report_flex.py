@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from harness import report
-from harness.measure.flex_bench import summary
+from harness.bench.flex_bench import summary
 from tests.report_runs import planted
 
 H = 4

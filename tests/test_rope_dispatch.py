@@ -69,7 +69,7 @@ def _cycle(graph):
     return next((c for node in sorted(graph) if node not in state and (c := visit(node, [node]))), None)
 
 
-@pytest.mark.parametrize("package", ["harness.rope", "harness.measure"])
+@pytest.mark.parametrize("package", ["harness.rope", "harness.measure", "harness.bench"])
 def test_no_import_cycle(package):
     graph = _graph(package)
     assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph))}"
@@ -77,19 +77,25 @@ def test_no_import_cycle(package):
 
 def test_rope_layering():
     """The formulas import no other rope module; no kernel imports the dispatcher or the front end; the
-    benchmark's constants import no other measure module and the report does not import the benchmark."""
+    benchmark's constants import no other bench module and the report does not import the benchmark; the run-level
+    measurements never import the kernel lab."""
     g = _graph("harness.rope")
     assert g["harness.rope.rotation"] == set()
     for kernel in ("cpu", "triton_rope", "compiled"):
         assert not g[f"harness.rope.{kernel}"] & {"harness.rope", "harness.rope.apply", "harness.rope.fused"}
-    m = _graph("harness.measure")
-    assert m["harness.measure.kernel_spec"] == set() and "harness.measure.kernel_bench" not in m["harness.measure.kernel_report"]
+    b = _graph("harness.bench")
+    assert b["harness.bench.kernel_spec"] == set() and "harness.bench.kernel_bench" not in b["harness.bench.kernel_report"]
+    lab = [p.name for p in (ROOT / "harness/measure").glob("*.py") for node in ast.walk(ast.parse(p.read_text()))
+           if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+               n.startswith("harness.bench") for n in [getattr(node, "module", None) or ""]
+               + [a.name for a in node.names] + [f"{getattr(node, 'module', '')}.{a.name}" for a in node.names])]
+    assert not lab, f"run-level measurements that import the kernel lab: {lab}"
 
 
 def test_each_module_imports_first():
     """A cycle shows as an ImportError of a partly initialised module when its other end is imported first."""
     names = [f"harness.rope.{p.stem}" for p in sorted((ROOT / "harness/rope").glob("*.py")) if p.stem != "__init__"]
-    names += ["harness.measure.kernel_bench", "harness.measure.kernel_report", "harness.measure.kernel_spec"]
+    names += ["harness.bench.kernel_bench", "harness.bench.kernel_report", "harness.bench.kernel_spec"]
     code = ("import importlib, sys\n"
             f"for name in {names!r}:\n"
             "    for m in [m for m in sys.modules if m == 'harness' or m.startswith('harness.')]:\n"

@@ -25,7 +25,7 @@ import importlib.util  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from harness.measure import external_rope  # noqa: E402
+from harness.bench import external_rope  # noqa: E402
 from harness.rope.apply import IMPLS, apply_rotary_qk, pick, rotary_table  # noqa: E402
 from harness.rope.frequencies import frequencies  # noqa: E402
 from harness.rope.fused import rotate  # noqa: E402

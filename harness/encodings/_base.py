@@ -70,7 +70,7 @@ class Encoding(nn.Module):
     def per_positions(self, pos, dtype, make):
         """make() -> tensors, computed once per positions tensor and dtype: every block of a forward
         passes the same `pos`, so per-layer tables are built once per forward, not n_layers times (on an
-        H100 the rebuilt RoPE table cost a training step 19% against NoPE, see harness/measure/overhead.py).
+        H100 the rebuilt RoPE table cost a training step 19% against NoPE, see harness/bench/overhead.py).
         The key holds `pos` itself (so its memory is not reused by another tensor), its version and the
         parameters' versions. A result that requires grad is not kept (each use needs its own graph), and
         the model drops what was kept at the end of each forward (`end_forward`): nothing outlives a

@@ -1,10 +1,10 @@
 """Wall-clock timing shared by every timed quantity: seconds per call over repeats, and the statistics.
 
-Which statistic: rows that report a throughput (harness.measure.throughput, measure.overhead) take the
+Which statistic: rows that report a throughput (harness.measure.throughput, harness.bench.overhead) take the
 median over repeats, a typical run; cost ratios of the claims take the lower quintile, since on shared
 cores the fast repeats are the undisturbed ones and both sides of a ratio are timed the same way. The
 kernel benchmark alternates each kernel call with a `copy_` of the same bytes and keeps its own loop
-(harness.measure.kernel_bench), with the same lower quintile."""
+(harness.bench.kernel_bench), with the same lower quintile."""
 import statistics
 import time
 

@@ -175,7 +175,7 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
     """Write out/report.md and out/*.png from the rows under paths; returns the report path.
     kernel_max_len: longest position of the precision section's kernel-level grid. reference: the variant
     the Comparisons are against (default rope when present); test: "t" (paired t) or "permutation";
-    flex: CSVs of harness.measure.flex_bench for the attention-paths section."""
+    flex: CSVs of harness.bench.flex_bench for the attention-paths section."""
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; valid: {', '.join(TESTS)}")
     out = Path(out)
@@ -239,7 +239,7 @@ def main(argv=None):
                    help=f"variant the Comparisons are against (default: {DEFAULT_REFERENCE} when present)")
     p.add_argument("--test", default="t", choices=TESTS, help="paired test of the Comparisons (default: t)")
     p.add_argument("--flex", nargs="+", default=[], metavar="CSV",
-                   help="attention-paths section from python -m harness.measure.flex_bench CSVs")
+                   help="attention-paths section from python -m harness.bench.flex_bench CSVs")
     p.add_argument("--wandb", default="offline", choices=("offline", "online", "disabled"),
                    help="log the over-seed summary as one W&B run per report (default: offline, in OUT/wandb_files)")
     p.add_argument("--readme", default=None, help="README whose reference-summary block to regenerate, then exit")

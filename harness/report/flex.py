@@ -1,4 +1,4 @@
-"""`## Attention paths: FlexAttention against SDPA` from the CSVs of `python -m harness.measure.flex_bench`.
+"""`## Attention paths: FlexAttention against SDPA` from the CSVs of `python -m harness.bench.flex_bench`.
 
 Those rows are not training runs: one attention forward per (encoding, length, path) on one machine, no seeds.
 Peak memory is the allocator's counter (exact and repeatable for tensor memory); time is the median of the
@@ -8,7 +8,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from harness.measure.flex_bench import summary
+from harness.bench.flex_bench import summary
 from harness.report.plots import legend, save, style, twins
 from harness.report.style import label
 from harness.report.tables import md_table
@@ -23,7 +23,7 @@ def read(paths):
     frames = []
     for p in map(Path, paths):
         if not p.is_file():
-            raise ValueError(f"--flex {p}: no such file; write one with python -m harness.measure.flex_bench")
+            raise ValueError(f"--flex {p}: no such file; write one with python -m harness.bench.flex_bench")
         d = pd.read_csv(p)
         missing = COLUMNS - set(d.columns)
         if missing:
@@ -67,7 +67,7 @@ def section(paths, out, made):
           "One causal attention forward (B 1, H 4, D 32, fp32, no gradient) with the encoding's bias built "
           "by SDPA as an (H, T, T) mask and by FlexAttention (`harness.flex`) as an (H, T) distance table "
           "inside the kernel. Single measurements on one machine, no seeds: memory is the allocator's exact "
-          "peak, time the median of `repeats` calls (`python -m harness.measure.flex_bench`). `name:layer` is a "
+          "peak, time the median of `repeats` calls (`python -m harness.bench.flex_bench`). `name:layer` is a "
           "per-layer policy's member (its layer 0 without one).\n"]
     for machine, g in d.groupby("machine"):
         s = summary(g).reset_index()

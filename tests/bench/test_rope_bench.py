@@ -1,17 +1,17 @@
 """RoPE kernels x shapes (prefill, decode) x dtypes x layouts x fwd/bwd, each with its copy baseline.
 
-pytest-benchmark times the kernel alone; R (harness/measure/kernel_bench.py) is measured alternately with
-copy_ of the same q+k and stored in extra_info, with the target R (harness/measure/kernel_spec.py), for
-the CSV and the plot (`python -m harness.measure.kernel_bench report`). Run by `make bench`.
+pytest-benchmark times the kernel alone; R (harness/bench/kernel_bench.py) is measured alternately with
+copy_ of the same q+k and stored in extra_info, with the target R (harness/bench/kernel_spec.py), for
+the CSV and the plot (`python -m harness.bench.kernel_bench report`). Run by `make bench`.
 """
 import pytest
 import torch
 
-from harness.measure import external_rope
-from harness.measure.kernel_bench import alternate, copy_fn, environment, inputs, kernel_fn, measure, quantile
-from harness.measure.kernel_spec import COLD_SHAPES, DEVICE_SHAPES, DTYPES, target
-from harness.measure.kernel_env import THREADS
-from harness.measure.kernel_timing import cold_start
+from harness.bench import external_rope
+from harness.bench.kernel_bench import alternate, copy_fn, environment, inputs, kernel_fn, measure, quantile
+from harness.bench.kernel_spec import COLD_SHAPES, DEVICE_SHAPES, DTYPES, target
+from harness.bench.kernel_env import THREADS
+from harness.bench.kernel_timing import cold_start
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # Outside kernels where their packages import (external_rope): HF's eager formula everywhere (transformers

@@ -1,4 +1,4 @@
-"""What a kernel benchmark number depends on, recorded next to it (harness/measure/kernel_bench.py): the machine,
+"""What a kernel benchmark number depends on, recorded next to it (harness/bench/kernel_bench.py): the machine,
 torch, the thread count, the allocator's tunables, the CPU's vector extensions and the C kernel's level, and the
 cache state each timed call starts from (kernel_timing.cold_start)."""
 import os
@@ -8,8 +8,8 @@ import time
 
 import torch
 
-from harness.measure.kernel_spec import COLD_SHAPES
-from harness.measure.kernel_timing import cache_method
+from harness.bench.kernel_spec import COLD_SHAPES
+from harness.bench.kernel_timing import cache_method
 
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 

@@ -1,4 +1,4 @@
-"""How the RoPE kernel benchmark times a kernel against its yardstick (harness/measure/kernel_bench.py): the two
+"""How the RoPE kernel benchmark times a kernel against its yardstick (harness/bench/kernel_bench.py): the two
 called alternately (`alternate`; on a GPU by CUDA events behind a spin kernel), each call of a cold shape followed,
 untimed, by the eviction of what it touched (`cold_start`), and lower quantiles of the series (`quantile`)."""
 import ctypes
@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from harness.measure.kernel_spec import FLUSH_LLC
+from harness.bench.kernel_spec import FLUSH_LLC
 
 DEFAULT_LLC = 32 << 20  # where sysfs does not say (macOS, some containers): a server CPU's L3
 

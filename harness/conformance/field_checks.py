@@ -1,6 +1,6 @@
 """Independent fp64 checks of every failure in field.md, outside the suite's own code paths.
 
-    KERAS_BACKEND=torch PYTHONPATH=/tmp/conflibs .venv/bin/python results/conformance/field_checks.py
+    KERAS_BACKEND=torch PYTHONPATH=/tmp/conflibs .venv/bin/python harness/conformance/field_checks.py
 
 Each check reads a library's frequencies back from what the library itself returns and compares them, in fp64,
 with the definition in the paper or the reference code it follows (cited per check). Prints one block per check.

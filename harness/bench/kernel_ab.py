@@ -1,6 +1,6 @@
 """Paired A/B timing of builds of the C kernel: which of two (or more) variants is faster, by R.
 
-  python -m tests.kernel_ab --keys cpu/fwd/interleaved/float16/prefill cpu/bwd/half/bfloat16/prefill \
+  python -m harness.bench.kernel_ab --keys cpu/fwd/interleaved/float16/prefill cpu/bwd/half/bfloat16/prefill \
       --variant base= --variant lock8=-DLOCK=8 --variant mine=/tmp/csrc_copy [--rounds 8]
 
 A variant is NAME=FLAGS (harness/rope/csrc built with extra compiler flags, e.g. -DLOCK=8 or -DPF_BYTES=8192) or
@@ -24,7 +24,7 @@ import tempfile
 
 import torch
 
-from harness.measure import kernel_bench
+from harness.bench import kernel_bench
 from harness.rope import cpu
 
 

@@ -3,14 +3,14 @@
 R (kernel bytes/s over copy_ bytes/s, best of 5 runs in one process) is what a user of the kernel cares about,
 but it is a timing: on a machine at load average 15 it read from 0.09 to 4.7 for an unchanged tree, and it differs
 between machines of one kind by up to 1.5x. So on the CPU the gate rests on a statistic load cannot move,
-instructions per element of the C kernel against committed ceilings (harness/measure/kernel_icount.py), and R's
+instructions per element of the C kernel against committed ceilings (harness/bench/kernel_icount.py), and R's
 floor is only LOOSE x the committed R: it catches a kernel several times slower (or one that fell back to a slow
 path), never a busy machine. A baseline without instruction counts (the GPU JSONs) keeps the tight floor
 (1 - DROP) x its R.
 
 The baseline JSON also keeps, under "machines", samples of the best-of-5 R from every machine and trial it was
-measured on (`spread`; `python -m tests.gate_trials --estimate` reads them)."""
-from harness.measure.kernel_spec import DROP, LOOSE
+measured on (`spread`; `python -m harness.bench.gate_trials --estimate` reads them)."""
+from harness.bench.kernel_spec import DROP, LOOSE
 
 
 def spread(doc, key):

@@ -1,11 +1,11 @@
 """The kernel-speed tables of docs/kernels.md, generated from the committed baseline JSONs so they cannot drift.
 
-`python -m harness.measure.kernel_table [--check|--write] docs/kernels.md` regenerates every block between
+`python -m harness.bench.kernel_table [--check|--write] docs/kernels.md` regenerates every block between
 `<!-- kernel-table: PATH -->` and `<!-- /kernel-table -->` (PATH relative to the page's folder) from
 `table(PATH)`; `--check` (tests, CI) exits 1 when the README differs, `--write` rewrites it, no flag prints them.
-A baseline JSON (harness.measure.kernel_bench baseline) holds meta, R[key] (the statistic meta names, over
+A baseline JSON (harness.bench.kernel_bench baseline) holds meta, R[key] (the statistic meta names, over
 runs[key]) and, for the gate, machines; key = provider/mode/layout/dtype/shape. A decode JSON
-(harness/measure/kernel_decode.py) holds us[key], microseconds per call, in place of R: lower is better there.
+(harness/bench/kernel_decode.py) holds us[key], microseconds per call, in place of R: lower is better there.
 """
 import argparse
 import json
@@ -15,8 +15,8 @@ import re
 import statistics
 import sys
 
-from harness.measure.kernel_spec import SHAPES
-from harness.measure.kernel_timing import cache_state
+from harness.bench.kernel_spec import SHAPES
+from harness.bench.kernel_timing import cache_state
 
 # Columns: the fused kernels first, then the formula baselines; providers not listed follow, sorted.
 PROVIDERS = ("cpu", "triton", "compiled", "liger", "flash_attn", "eager", "complex", "hf")
@@ -121,7 +121,7 @@ def render(text, root):
 
 def main(argv=None):
     """Exit status: 0 when the README is (now) current, 1 when --check finds it stale or a block is malformed."""
-    ap = argparse.ArgumentParser(prog="python -m harness.measure.kernel_table", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m harness.bench.kernel_table", description=__doc__.split("\n")[0])
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="exit 1 if the README's tables are stale")
     mode.add_argument("--write", action="store_true", help="rewrite the README's tables in place")
@@ -137,7 +137,7 @@ def main(argv=None):
     if args.check:
         if stale:
             print(f"{args.readme}: kernel table differs from {', '.join(stale)}; run "
-                  f"python -m harness.measure.kernel_table --write {args.readme}", file=sys.stderr)
+                  f"python -m harness.bench.kernel_table --write {args.readme}", file=sys.stderr)
             return 1
     elif args.write:
         if stale:

@@ -1,6 +1,6 @@
 """What the RoPE kernel benchmark measures and what it is held to: shapes, dtypes, target R, the CI gate.
 
-Shared by harness/measure/kernel_bench.py (timing, gate, CLI) and harness/measure/kernel_report.py
+Shared by harness/bench/kernel_bench.py (timing, gate, CLI) and harness/bench/kernel_report.py
 (CSV, table, plot); imports torch only, so neither of those imports the other for its constants.
 R = (rope bytes / kernel time) / (copy bytes / copy time): see kernel_bench.
 """

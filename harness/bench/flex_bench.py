@@ -2,7 +2,7 @@
 bias the encoding builds, as a mask) and through FlexAttention (harness.flex: an (H, T) distance table in a
 compiled kernel). CPU, no gradient, B 1, H 4, D 32, fp32, positions 0..T-1:
 
-  python -m harness.measure.flex_bench --out results/flex/cpu.csv [--lens 1024 ...] [--encodings alibi rnope_swa:0]
+  python -m harness.bench.flex_bench --out results/flex/cpu.csv [--lens 1024 ...] [--encodings alibi rnope_swa:0]
 
 Each call starts from q, k, v and positions, so the bias (SDPA) or the table and BlockMask (flex) are part of it;
 the rotation of a rotary member is not (both paths share it). Memory: measure.memory.peak_extra_bytes (the

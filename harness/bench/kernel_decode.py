@@ -1,16 +1,16 @@
 """The decode-shape RoPE benchmark: time per call of one new token's rotation, ours against the peers.
 
-  python -m harness.measure.kernel_bench decode [--runs 5] [--device cuda]
+  python -m harness.bench.kernel_bench decode [--runs 5] [--device cuda]
 
 One decode step rotates q (B, Hq, 1, D) and k (B, Hk, 1, D) of the KV-cache path (harness/decode.py):
 kernel_spec.SHAPES["decode"], 16 sequences x Llama-3-8B's heads (32 q / 8 kv, D 128). A few hundred KB, so the
 call is launch- and overhead-bound, not bandwidth-bound: the statistic is microseconds per call, lower is
 better (R next to it for reference). Providers: our fused kernel (`cpu`, or `triton` on CUDA), the formulas
 (`eager`, `complex`) and the outside ones that import here: HF transformers' `apply_rotary_pos_emb` (`hf`,
-its eager path) everywhere, Liger-Kernel and flash-attn on a GPU (harness/measure/external_rope.py).
+its eager path) everywhere, Liger-Kernel and flash-attn on a GPU (harness/bench/external_rope.py).
 Forward only: decoding runs under no_grad. The JSON (results/baselines/decode-<device>.json) has the same
 meta/runs layout as the R baselines, with `us` (median over runs of each run's p20 time per call) in place of R;
-the README's decode table is generated from it (harness/measure/kernel_table.py).
+the README's decode table is generated from it (harness/bench/kernel_table.py).
 """
 import json
 import pathlib
@@ -18,7 +18,7 @@ import statistics
 
 import torch
 
-from harness.measure import external_rope
+from harness.bench import external_rope
 
 
 def keys(device="cpu"):
@@ -38,7 +38,7 @@ def write(path, runs, device, measured_runs, environment):
     times = {k: [1e6 * m["p20"] for m in ms] for k, ms in measured.items()}
     ratios = {k: [m["R"] for m in ms] for k, ms in measured.items()}
     doc = dict(meta=dict(environment(device), runs=runs, statistic="median of runs", unit="us per call",
-                         command=f"python -m harness.measure.kernel_bench decode --runs {runs}"),
+                         command=f"python -m harness.bench.kernel_bench decode --runs {runs}"),
                us={k: statistics.median(v) for k, v in times.items()}, runs=times,
                R_median={k: statistics.median(v) for k, v in ratios.items()})
     path = pathlib.Path(path)

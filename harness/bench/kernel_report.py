@@ -1,12 +1,12 @@
-"""`python -m harness.measure.kernel_bench report JSON`: the pytest-benchmark JSON of `make bench` (tests/bench,
+"""`python -m harness.bench.kernel_bench report JSON`: the pytest-benchmark JSON of `make bench` (tests/bench,
 R and the environment in each row's extra_info) as a long-format CSV, a printed table with the target R
-(harness/measure/kernel_spec.py), and a PNG of R per implementation, next to the JSON."""
+(harness/bench/kernel_spec.py), and a PNG of R per implementation, next to the JSON."""
 import csv
 import json
 import pathlib
 
-from harness.measure.kernel_spec import SHAPES, target
-from harness.measure.kernel_timing import cache_state
+from harness.bench.kernel_spec import SHAPES, target
+from harness.bench.kernel_timing import cache_state
 
 CSV_FIELDS = ["kernel", "provider", "mode", "layout", "dtype", "metric", "unit", "x_name", "x_value",
               "p20", "p50", "p80", "R", "target", "device", "cpu_isa", "cache", "torch", "glibc_tunables", "time"]

@@ -1,9 +1,9 @@
-# Run on a GPU machine from the repo root: PYTHONPATH=. python results/baselines/h200_probe/probe.py (liger-kernel and
+# Run on a GPU machine from the repo root: PYTHONPATH=. python harness/bench/probes/probe.py (liger-kernel and
 # flash-attn rotary importable). Output of 2026-11-27 on an H200: probe.txt.
 """GPU probe: R of our triton rope on both storages, variants, against liger and flash-attn (prefill_large)."""
 import json, os, sys, torch, triton
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tile.py beside it
-from harness.measure import kernel_bench as kb
+from harness.bench import kernel_bench as kb
 from harness.rope import triton_rope as tr
 import tile
 

@@ -1,10 +1,10 @@
 """How often the kernel-speed gate passes an unchanged tree and catches planted regressions: N runs of each.
 
-  python -m tests.gate_trials --n 20 [--keys cpu/fwd/half/float32/prefill ... | --keys all] [--busy 2]
-  python -m tests.gate_trials --estimate "AMD EPYC avx2"   # no runs: R's pass rates the committed trials imply
+  python -m harness.bench.gate_trials --n 20 [--keys cpu/fwd/half/float32/prefill ... | --keys all] [--busy 2]
+  python -m harness.bench.gate_trials --estimate "AMD EPYC avx2"   # no runs: R's pass rates the committed trials imply
 
-Each trial is a fresh `python -m harness.measure.kernel_bench check` process (as `make bench-check` runs it);
-a planted trial runs tests/gate_support.py's PLANT (launch wrapped to run its kernel twice: 2x slower) or PLANT_WORK
+Each trial is a fresh `python -m harness.bench.kernel_bench check` process (as `make bench-check` runs it);
+a planted trial runs harness/bench/gate_support.py's PLANT (launch wrapped to run its kernel twice: 2x slower) or PLANT_WORK
 (the C kernel rebuilt to run every row's vector steps twice: 2x the instructions). --busy K keeps K
 `python -c "while 1: pass"` processes running throughout (two on a two-core machine: both cores busy).
 Prints one line per trial and the counts; not part of make test (minutes)."""
@@ -18,15 +18,15 @@ import sys
 import numpy as np
 import scipy.stats
 
-from harness.measure.kernel_gate import floors
-from tests.gate_support import BASELINE, PLANT, PLANT_WORK, ROOT, gate
+from harness.bench.kernel_gate import floors
+from harness.bench.gate_support import BASELINE, PLANT, PLANT_WORK, ROOT, gate
 
 PLANTS = {"unchanged": None, "2x slower": PLANT, "2x instructions": PLANT_WORK}
 
 
 def trial(plant, keys=None):
     """(exit code, {key: best R}, {key: runs}, failure lines) of one gate run; plant: None or a child's code."""
-    run = gate(*(("-c", plant) if plant else ("-m", "harness.measure.kernel_bench")), keys=keys)
+    run = gate(*(("-c", plant) if plant else ("-m", "harness.bench.kernel_bench")), keys=keys)
     best = dict(re.findall(r"^(\S+)\s+R best ([0-9.]+)", run.stdout, re.M))
     runs = dict(re.findall(r"^(\S+)\s+R best .* runs ([0-9. ]+)$", run.stdout, re.M))
     return run.returncode, best, runs, re.findall(r"^KERNEL SPEED REGRESSION (.*)$", run.stdout, re.M)

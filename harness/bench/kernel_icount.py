@@ -22,7 +22,7 @@ import platform
 import subprocess
 import tempfile
 
-from harness.measure.kernel_spec import ICOUNT_SHAPE
+from harness.bench.kernel_spec import ICOUNT_SHAPE
 
 MARGIN = 1.25  # ceiling = MARGIN x the committed count: a compiler's codegen may differ; 2x the work may not
 SOURCE = r"""
@@ -159,7 +159,7 @@ def compare(counts, ceiling):
             top = ceiling.get(lv, {}).get(key)
             if top is None:
                 out.append(f"{key} [{lv}]: no instruction ceiling in the baseline (python -m "
-                           f"harness.measure.kernel_bench ceilings)")
+                           f"harness.bench.kernel_bench ceilings)")
             elif n > top:
                 out.append(f"{key} [{lv}]: {n:.3f} instructions per element > ceiling {top:.3f}")
     return out

@@ -1,11 +1,12 @@
-# Run on a GPU machine from the repo root: PYTHONPATH=. python results/baselines/h200_probe/probe3.py host|step|kernel|overhead 1024
+# Run on a GPU machine from the repo root: PYTHONPATH=. python harness/bench/probes/probe3.py host|step|kernel|overhead 1024
 # (liger-kernel and flash-attn rotary importable for `kernel`). Output of 2026-11-27 on an H200: probe3.txt.
 """GPU probe 3: where RoPE's step overhead goes (host cost per call, syncs), kernel variants' R (bthd storage)."""
 import cProfile, io, os, pstats, sys, time, traceback, warnings
 import torch, triton
 import triton.language as tl
 from types import SimpleNamespace
-from harness.measure import kernel_bench as kb, kernel_timing, overhead
+from harness.bench import kernel_bench as kb
+from harness.bench import kernel_timing, overhead
 from harness.rope import triton_rope as tr
 from harness.rope.triton_rope import _heads
 from harness.rope.apply import apply_rotary_qk

@@ -5,7 +5,7 @@ autocast dtype, timed after warm-up. The encodings are timed in rounds (nope, ro
 ...) so that clock drift hits them all; each encoding's time is the median over rounds. overhead =
 t(encoding) / t(nope) - 1. Runs anywhere the model runs; the GPU figure is the one the target is about.
 
-  python -m harness.measure.overhead --device cuda --layers 8 --d-model 1024 --heads 16 --seq-len 2048 --batch 8
+  python -m harness.bench.overhead --device cuda --layers 8 --d-model 1024 --heads 16 --seq-len 2048 --batch 8
 """
 import argparse
 from types import SimpleNamespace
@@ -54,7 +54,7 @@ def measure(a):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m harness.measure.overhead", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m harness.bench.overhead", description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cpu")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--d-model", type=int, default=128)

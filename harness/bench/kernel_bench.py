@@ -6,13 +6,13 @@ lower quintile (p20) of its series (see `measure` for why not the median). Bytes
 the cos/sin table (read once); copy: read q, k + write q, k. Backward: the same bytes (read dq', dk',
 write dq, dk, table). Absolute times are reported too (p20/p50/p80 of the kernel) but never gated.
 
-Shapes, dtypes, targets and the gated keys: harness/measure/kernel_spec.py.
+Shapes, dtypes, targets and the gated keys: harness/bench/kernel_spec.py.
 
 CLI (the Makefile's bench-check / bench):
-  python -m harness.measure.kernel_bench check    [--baseline P] [--runs 5]  instruction ceilings, then R floors; exit 1
-  python -m harness.measure.kernel_bench baseline [--baseline P] [--runs 5]  median of runs -> P (a quiet machine)
-  python -m harness.measure.kernel_bench ceilings [--baseline P]            instruction counts and ceilings -> P
-  python -m harness.measure.kernel_bench report   JSON                      pytest-benchmark JSON -> CSV + PNG + targets
+  python -m harness.bench.kernel_bench check    [--baseline P] [--runs 5]  instruction ceilings, then R floors; exit 1
+  python -m harness.bench.kernel_bench baseline [--baseline P] [--runs 5]  median of runs -> P (a quiet machine)
+  python -m harness.bench.kernel_bench ceilings [--baseline P]            instruction counts and ceilings -> P
+  python -m harness.bench.kernel_bench report   JSON                      pytest-benchmark JSON -> CSV + PNG + targets
 """
 import argparse
 import json
@@ -24,12 +24,12 @@ import sys
 import torch
 import torch._functorch.config  # noqa: F401  (donated_buffer, below)
 
-from harness.measure import kernel_icount
-from harness.measure.kernel_env import THREADS, environment
-from harness.measure.kernel_timing import alternate, cold_start, quantile, reads  # noqa: F401  (re-exported)
-from harness.measure.kernel_gate import compare, floors
-from harness.measure.kernel_report import report
-from harness.measure.kernel_spec import (BASELINE, C_KEYS, COLD_SHAPES, CPU_BASELINE, DROP, DTYPES, GATED, SHAPES,
+from harness.bench import kernel_icount
+from harness.bench.kernel_env import THREADS, environment
+from harness.bench.kernel_timing import alternate, cold_start, quantile, reads  # noqa: F401  (re-exported)
+from harness.bench.kernel_gate import compare, floors
+from harness.bench.kernel_report import report
+from harness.bench.kernel_spec import (BASELINE, C_KEYS, COLD_SHAPES, CPU_BASELINE, DROP, DTYPES, GATED, SHAPES,
                                          target)
 from harness.rope.frequencies import frequencies
 from harness.rope.rotation import rotary_table
@@ -52,7 +52,7 @@ def rope_bytes(q, k, cos, sin):
 
 def kernel_fn(provider, mode, q, k, cos, sin, layout):
     """A zero-argument callable running one fwd (or one bwd) of `provider` on q, k."""
-    from harness.measure import external_rope
+    from harness.bench import external_rope
     from harness.rope.apply import apply_rotary_qk
     if provider in external_rope.BUILDERS:  # liger, flash_attn: called as their projects call them
         return external_rope.build(provider, mode, q, k, cos, sin, layout)
@@ -136,7 +136,7 @@ def icount_case(key, shape):
 
 def check(path=BASELINE, runs=5, keys=None):
     """The CI gate: instruction counts against their ceilings, then best of `runs` R per key against its floor
-    (harness.measure.kernel_gate); the failure lines."""
+    (harness.bench.kernel_gate); the failure lines."""
     doc = json.loads(pathlib.Path(path).read_text())
     floor = floors(doc)
     if [key for key in (keys or GATED) if key not in floor]:
@@ -152,7 +152,7 @@ def check(path=BASELINE, runs=5, keys=None):
 
 def gpu_keys():
     """GPU baseline rows: every provider present, fwd and bwd, both layouts, bf16 and fp32, prefill_large."""
-    from harness.measure import external_rope
+    from harness.bench import external_rope
     providers = ["triton", "triton_bthd", "compiled", "complex", "eager", *filter(external_rope.available, external_rope.BUILDERS)]
     return [f"{p}/{m}/{lay}/{dt}/prefill_large" for p in providers for m in ("fwd", "bwd") for lay in ("half", "interleaved")
             for dt in ("bfloat16", "float32") if lay in external_rope.LAYOUTS.get(p, (lay,))]
@@ -169,7 +169,7 @@ def write_baseline(path=BASELINE, runs=5, keys=CPU_BASELINE, device="cpu"):
     old = json.loads(pathlib.Path(path).read_text()) if pathlib.Path(path).exists() else {}
     env = environment(device)
     doc = dict(meta=dict(env, runs=runs, statistic="median of runs", drop=DROP,
-                         command=" ".join([sys.executable, "-m", "harness.measure.kernel_bench", *sys.argv[1:]])),
+                         command=" ".join([sys.executable, "-m", "harness.bench.kernel_bench", *sys.argv[1:]])),
                R={key: statistics.median(v) for key, v in measured.items()}, runs=measured,
                targets={key: target(key.split("/")[0], key.split("/")[1], key.split("/")[4], device)
                         for key in keys},
@@ -184,7 +184,7 @@ def write_baseline(path=BASELINE, runs=5, keys=CPU_BASELINE, device="cpu"):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m harness.measure.kernel_bench", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m harness.bench.kernel_bench", description=__doc__.split("\n")[0])
     p.add_argument("command", choices=["check", "baseline", "ceilings", "report", "decode"])
     p.add_argument("json", nargs="?", help="report: the pytest-benchmark JSON")
     p.add_argument("--baseline", default=str(BASELINE))
@@ -212,8 +212,8 @@ def _command(p, a):
             report(a.json)
         except json.JSONDecodeError as e:
             raise ValueError(f"{a.json} is not a pytest-benchmark JSON ({e})") from e
-    elif a.command == "decode":  # time per call of the one-token rotation (harness/measure/kernel_decode.py)
-        from harness.measure import kernel_decode
+    elif a.command == "decode":  # time per call of the one-token rotation (harness/bench/kernel_decode.py)
+        from harness.bench import kernel_decode
         path = f"results/baselines/decode-{a.device}.json"
         doc = kernel_decode.write(path, a.runs or 5, a.device, measured_runs, environment)
         for key, us in doc["us"].items():

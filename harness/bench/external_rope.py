@@ -18,7 +18,7 @@ import importlib.util
 
 import torch
 
-from harness.measure.kernel_timing import reads
+from harness.bench.kernel_timing import reads
 
 PACKAGES = {"liger": "liger_kernel", "flash_attn": "flash_attn", "hf": "transformers"}
 LAYOUTS = {"liger": ("half",), "flash_attn": ("half", "interleaved"), "hf": ("half",)}

@@ -1,11 +1,11 @@
-# Run on a GPU machine from the repo root: PYTHONPATH=. python results/baselines/h200_probe/probe4.py gaps|variants 1024
+# Run on a GPU machine from the repo root: PYTHONPATH=. python harness/bench/probes/probe4.py gaps|variants 1024
 # Output of 2026-11-27 on an H200: probe4.txt.
 """GPU probe 4: where the GPU idles in a RoPE training step (profiler gaps), and step-time variants."""
 import json, os, sys, time, torch
 from types import SimpleNamespace
 from torch.profiler import profile, ProfilerActivity
 from harness import encodings as E
-from harness.measure import overhead
+from harness.bench import overhead
 from harness.encodings.rope import Rope
 from harness.rope import rotary_table
 PART = sys.argv[1]
