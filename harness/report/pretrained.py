@@ -35,13 +35,15 @@ def _diff(x):
 
 def variant_table(rows, lens=None, head="variant"):
     """Markdown: variant x length of rows' values (one metric), mean ± half of the 95% t interval over windows;
-    lens default: all."""
+    lens default: all. A variant measured on fewer windows than the most any variant has says its n by its name."""
     lens = sorted(rows.eval_len.unique()) if lens is None else lens
     lines = [f"| {head} | " + " | ".join(f"{L}" for L in lens) + " |", "|---" * (len(lens) + 1) + "|"]
+    most = rows.groupby("variant").seed.nunique().max()
     for v in _order(rows.variant.unique()):
         cells = [_cell(stats.interval(rows[(rows.variant == v) & (rows.eval_len == L)].value), rows.metric.iloc[0])
                  for L in lens]
-        lines.append(f"| {v} | " + " | ".join(cells) + " |")
+        n = rows[rows.variant == v].seed.nunique()
+        lines.append(f"| {v}{f' (n = {n})' if n < most else ''} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -216,7 +218,7 @@ def readme_block(df, laptop):
         L0, lens = int(b.train_len.iloc[0]), sorted(b.eval_len.unique())[-3:]
         lines += [f"**{m}** ({checkpoint.scale(m)}; trained context {L0}): bits per byte on the Python stdlib's "
                   f"held-out split, mean ± 95% t half-width over n = {b.seed.nunique()} windows of {b.eval_len.max()} "
-                  f"tokens.", "", *variant_table(b, lens, "RoPE (no fine-tune)"), "", reference_line(dm), ""]
+                  f"tokens (a variant run on fewer says its n).", "", *variant_table(b, lens, "RoPE (no fine-tune)"), "", reference_line(dm), ""]
         lines += _summary_lines(dm)
         if laptop is not None and b.variant.nunique() > 1:
             t = pretrained_transfer.extension_lines(dm, laptop, 2)[0]

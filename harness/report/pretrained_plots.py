@@ -46,6 +46,7 @@ def figure(d, out, made, name="pretrained.png"):
 def _variant_panel(a, key, rows, colour):
     """One curve per variant vs length: the mean (bpb) or the paired difference to none (diff), with bands."""
     lens = sorted(rows.eval_len.unique())
+    n = rows.groupby("variant").seed.nunique()
     for v in sorted(rows.variant.unique(), key=list(colour).index):
         if key == "diff" and v == "none":
             continue
@@ -59,7 +60,8 @@ def _variant_panel(a, key, rows, colour):
             for _, q in s.iterrows():
                 checked(rows.metric.iloc[0], q)
             x, y, lo, hi = s.eval_len, s["mean"], s.lo, s.hi
-        a.plot(x, y, ls, marker=mk, color=c, label=v, lw=1.6, ms=4)
+        label = v if n[v] == n.max() else f"{v} (n = {n[v]})"  # the title's n is the most windows any variant has
+        a.plot(x, y, ls, marker=mk, color=c, label=label, lw=1.6, ms=4)
         a.fill_between(x, lo, hi, color=c, alpha=BAND_ALPHA, lw=0)
     a.axvline(int(rows.train_len.iloc[0]), color="0.4", ls=":", lw=1)
     a.set_xscale("log")
