@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.pretrained import banded
+
 
 @dataclass(frozen=True)
 class Shipped:
@@ -149,7 +151,8 @@ def label(name, path=None) -> str:
 
 def load(path: Path, dtype="float32"):
     """(model, tokenizer) from a checkpoint path, with no network: offline mode and local_files_only.
-    The model is in eval mode; a model without a rotary embedding module is refused in one line."""
+    The model is in eval mode; a model without a rotary embedding module is refused in one line. A model with
+    sliding-window layers that ran SDPA runs harness.pretrained.banded's attention (the rows say which ran)."""
     os.environ["HF_HUB_OFFLINE"] = "1"  # huggingface_hub reads it at call time too; local_files_only is the guard
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     import torch
@@ -163,6 +166,7 @@ def load(path: Path, dtype="float32"):
     model = AutoModelForCausalLM.from_pretrained(where, local_files_only=True, dtype=getattr(torch, dtype),
                                                  trust_remote_code=False, **extra)
     check_rotary(model)
+    banded.use(model)  # sliding-window layers at the cost of their window (harness.pretrained.banded)
     return model.eval(), tok
 
 

@@ -241,6 +241,7 @@ def rows(pre, progress=True, device="cpu"):
                   encoding=params["encoding"])
     common = {k: v for k, v in params.items() if k not in ("encoding",)}
     common.update(pretrained=pre.name, corpus=pre.corpus, split=pre.split, windows=pre.windows,
+                  attention=c._attn_implementation,
                   corpus_sha256=data.load_corpus(pre.corpus).sha256,
                   checkpoint_sha256=checkpoint.sha256(checkpoint.locate(pre.name, pre.path)))
     for r in out:
