@@ -318,26 +318,36 @@ def test_readme_command_on_a_sweep_run_dir(sweep_run_dir, capsys, monkeypatch):
     assert argv[:2] == ["harness-lm-eval", "<run_dir>"] and "--include_path" not in argv
     script = importlib.metadata.entry_points(group="console_scripts")["harness-lm-eval"]
     assert script.value == "harness.lmeval.cli:main"
-    monkeypatch.setattr("lm_eval.__main__.setup_logging", lambda *a, **k: None)  # binds a handler to stderr
-    monkeypatch.setattr(sys, "argv", ["harness-lm-eval"])  # main() sets it; put it back after
+    from harness.lmeval import cli
+    monkeypatch.setattr(cli, "setup_logging", lambda *a, **k: None)  # lm-eval's: binds a handler to stderr
     script.load()([str(sweep_run_dir) if a == "<run_dir>" else a for a in argv[1:]] + ["--limit", "2",
                                                                                      "--device", "cpu"])
     out = capsys.readouterr().out
     assert "byte_perplexity" in out and "|passkey" in out
-    assert json.dumps(str(sweep_run_dir))[1:-1] in out  # lm-eval's header names the model_args: the whole dir
+    assert json.dumps(str(sweep_run_dir))[1:-1] in out  # the header names the model_args: the whole dir
 
 
 @pytest.mark.slow
-def test_cli_subprocess(sweep_run_dir):
-    """The real entry point, `--model_args run=<dir>` with a sweep's run dir, our tasks/ by default."""
+def test_cli_subprocess(sweep_run_dir, tmp_path):
+    """The real entry point, `--model_args run=<dir>` with a sweep's run dir, our tasks/ by default; --output_path
+    and --log_samples save lm-eval's results and samples files (its EvaluationTracker)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LMEVAL_LOG_LEVEL": "DEBUG"}
     cmd = [sys.executable, "-m", "harness.lmeval.cli", "--model", "harness", "--model_args",
-           f"run={sweep_run_dir},batch_size=2", "--tasks", "passkey,pystdlib_ppl", "--limit", "2", "--device", "cpu"]
+           f"run={sweep_run_dir},batch_size=2", "--tasks", "passkey,pystdlib_ppl", "--limit", "2", "--device", "cpu",
+           "--output_path", str(tmp_path / "out"), "--log_samples"]
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "byte_perplexity" in p.stdout and "|passkey" in p.stdout
+    assert "batch_size: 2" in p.stdout  # model_args' batch_size, not the CLI's default
     built = [line for line in p.stderr.splitlines() if "Building task index from" in line]
     assert built and not any("lm_eval/tasks" in line for line in built)  # lm-eval's own index not built
+    (saved,) = (tmp_path / "out").glob("*/results_*.json")
+    res = json.loads(saved.read_text())
+    assert res["config"]["model"] == "harness" and res["config"]["model_args"]["run"] == str(sweep_run_dir)
+    assert res["results"]["passkey"]["64,none"] == pytest.approx(float(p.stdout.split("|passkey")[1].split("|")[6]),
+                                                                 abs=1e-4)
+    assert {f.name.split("_20")[0] for f in saved.parent.glob("samples_*.jsonl")} == {"samples_passkey",
+                                                                                      "samples_pystdlib_ppl"}
 
 
 def test_unrepresentable_length_is_a_nan_row_with_the_reason():
@@ -355,8 +365,8 @@ def test_unrepresentable_length_is_a_nan_row_with_the_reason():
 
 def test_metrics_per_length_sort_as_numbers():
     """A passkey metric at 1024 comes after 128 wherever the harness prints lm-eval results: its rows table
-    (python -m harness.lmeval.rows) and lm-eval's own results table under harness-lm-eval (lm-eval sorts the
-    `metric,filter` keys as strings, 1024 before 128)."""
+    (python -m harness.lmeval.rows) and lm-eval's results table (make_table) under harness-lm-eval (make_table
+    sorts the `metric,filter` keys as strings, 1024 before 128)."""
     import pandas as pd
 
     from harness.lmeval import cli, rows
@@ -369,10 +379,12 @@ def test_metrics_per_length_sort_as_numbers():
                                        **{f"{n}_stderr,none": 0.1 for n in lens}}},
                "versions": {"passkey": 1}, "n-shot": {"passkey": 0}, "higher_is_better": {"passkey": {}}}
     import lm_eval.utils
-    plain = [line.split("|")[5].strip() for line in lm_eval.utils.make_table(results).splitlines()[2:]]
-    assert plain == ["1024", "128", "256", "64"]  # lm-eval's own order, which the wrapper fixes
-    table = cli.natural_table(lm_eval.utils.make_table)(results)
+    plain = [line.split("|") for line in lm_eval.utils.make_table(results).splitlines()[2:]]
+    assert [cells[5].strip() for cells in plain] == ["1024", "128", "256", "64"]  # lm-eval's order: natural_table's fix
+    given = json.dumps(results)
+    table = cli.natural_table(results)
     metrics = [line.split("|")[5].strip() for line in table.splitlines()[2:]]
     assert metrics == ["64", "128", "256", "1024"], table
     assert table.splitlines()[2].split("|")[1].strip() == "passkey"  # the task's name on its first row
-    assert not hasattr(lm_eval.utils, "sorted")  # the patch lasts one call
+    assert [line.split("|")[7:10] for line in table.splitlines()[2:]] == [cells[7:10] for cells in plain]  # ± stderr
+    assert json.dumps(results) == given and not hasattr(lm_eval.utils, "sorted")  # nothing changed, nothing patched

@@ -168,11 +168,10 @@ def test_check_tasks_is_the_one_refusal():
         assert str(e.value) == want
 
 
-# ---- harness.lmeval.cli (lm-eval's CLI with our model): in-process, lm-eval's log handler left out
+# ---- harness.lmeval.cli (lm-eval's Python API on our model): in-process, lm-eval's log handler left out
 @pytest.fixture
 def lm_eval_cli(monkeypatch):
-    monkeypatch.setattr("lm_eval.__main__.setup_logging", lambda *a, **k: None)  # binds a handler to stderr
-    monkeypatch.setattr(sys, "argv", ["harness-lm-eval"])  # main() sets it; put it back after
+    monkeypatch.setattr(cli, "setup_logging", lambda *a, **k: None)  # lm-eval's: binds a handler to stderr
 
     def call(model_args, tasks="copy"):
         return lambda: cli.main(["--model", "harness", "--model_args", model_args, "--tasks", tasks,
@@ -218,10 +217,11 @@ def test_cli_unknown_task_is_one_line(run, capsys, lm_eval_cli, monkeypatch):
 
 @pytest.fixture
 def not_started(monkeypatch):
-    """lm-eval's CLI starting is a failure: the refusal comes before any work."""
+    """Any work starting (building the model, indexing tasks, evaluating) is a failure: the refusal comes first."""
     def started(*a, **k):
-        raise AssertionError("lm-eval's CLI started")
-    monkeypatch.setattr(cli, "cli_evaluate", started)
+        raise AssertionError("work started")
+    monkeypatch.setattr(cli, "evaluate", started)
+    monkeypatch.setattr(cli, "task_manager", started)
 
 
 @pytest.mark.parametrize("argv", [["--model", "harness", "--model_args", "run={run}"], ["{run}"],
@@ -231,18 +231,21 @@ def test_cli_no_tasks_is_one_line_before_any_work(run, capsys, not_started, argv
              "copy, count", "`harness-lm-eval ls tasks`")
 
 
-def test_cli_help_names_model_run_dir_and_tasks_then_lm_evals_help(capsys, lm_eval_cli):  # lm_eval_cli: no log handler
+def test_cli_help_names_model_run_dir_and_tasks_then_the_options(capsys, lm_eval_cli):  # lm_eval_cli: no log handler
     with pytest.raises(SystemExit) as e:
         cli.main(["--help"])
     out = capsys.readouterr().out
     assert e.value.code == 0
-    ours, _, theirs = out.partition("lm-eval's own help:")
+    ours, _, options = out.partition("usage: harness-lm-eval [run] RUN_DIR --tasks")
     assert ours.startswith("harness-lm-eval: ") and "model `harness`" in ours
     assert "harness-lm-eval RUN_DIR --tasks" in ours and "--run RUN_DIR" in ours
     for name in model_lib_lmeval.model_args():  # read from HarnessLM, so a new model_arg shows up
         assert f"{name}=" in ours, name
     assert str(paths.tasks_dir()) in ours.replace("\n      ", " ") and "harness.lm_eval_tasks" in ours
-    assert "usage: lm-eval" in theirs and "validate" in theirs  # lm-eval's own help, after ours
+    for names, _ in cli.RUN_OPTIONS:  # the options, after ours; then the other commands
+        assert all(n in options for n in names), names
+    assert "harness-lm-eval ls [tasks|groups|subtasks|tags]" in options
+    assert "harness-lm-eval validate --tasks" in options
 
 
 def test_cli_sweep_run_dir_reaches_the_model_whole(run, tmp_path, capsys, lm_eval_cli, monkeypatch):
@@ -257,11 +260,13 @@ def test_cli_sweep_run_dir_reaches_the_model_whole(run, tmp_path, capsys, lm_eva
         _cli_refused(capsys, lambda: cli.main([*argv, "--model_args", "rope_type=yarm", "--tasks", "copy"]),
                      "unknown rope_type 'yarm'")
     _cli_refused(capsys, lm_eval_cli(f"run={d}/nope,max_length=8"), "no checkpoint at", f"{d}/nope/", "does not exist")
-    monkeypatch.setattr(cli, "cli_evaluate", lambda: None)
-    argv = cli._rewrite([str(d), "--model_args", "max_length=64", "batch_size=2", "--tasks", "copy", "--limit", "2"])
-    i = argv.index("--model_args")
-    assert json.loads(argv[i + 1]) == {"run": str(d), "max_length": 64, "batch_size": 2}
-    assert argv[-2:] == ["--include_path", str(paths.tasks_dir())]
+    a = cli.parse([str(d), "--model_args", "max_length=64", "batch_size=2", "--tasks", "copy", "--limit", "2"])
+    assert a.model_args == {"max_length": 64, "batch_size": 2, "run": str(d)} and a.include_path is None
+    assert a.batch_size is None and a.device == "cuda:0"  # model_args' batch_size is not overridden; lm-eval's device
+    assert json.loads(json.dumps(cli.parse([str(d), "--model_args", json.dumps({"stride": 4}), "--tasks", "copy"])
+                                 .model_args)) == {"stride": 4, "run": str(d)}
+    tm = cli.task_manager(["copy"])  # no --include_path: the harness's tasks/, lm-eval's own not indexed
+    assert "copy" in tm.all_tasks and "hellaswag" not in tm.all_tasks
     lm = HarnessLM.create_from_arg_string(f"run={d},max_length=64", {"device": "cpu"})  # lm-eval's Python API
     assert lm.max_length == 64
 
@@ -329,5 +334,37 @@ def test_cli_limit_lm_eval_cannot_take_is_one_line_before_any_work(tmp_path, lim
     """Before: `harness-lm-eval RUN --limit -1` reached lm-eval and failed there in a traceback."""
     from harness.lmeval import cli
     from harness.lmeval.model import UsageError
-    with pytest.raises(UsageError, match="--limit: expected a number of docs per task"):
-        cli._rewrite([str(tmp_path), "--tasks", "copy", "--limit", limit])
+    with pytest.raises(UsageError, match="^--limit: expected a number of docs per task"):
+        cli.parse([str(tmp_path), "--tasks", "copy", "--limit", limit])
+
+
+CLI_OPTIONS = {  # case: (argv after the run dir, words the line must hold)
+    "unknown_option": (["--tasks", "copy", "--wandb_args", "project=x"],
+                       ("unrecognized arguments: --wandb_args", "'--model_args'", "'--limit'", "'--output_path'")),
+    "other_model": (["--tasks", "copy", "--model", "hf"], ("--model hf", "model `harness`", "lm_eval --model hf")),
+    "num_fewshot": (["--tasks", "copy", "--num_fewshot", "two"], ("argument --num_fewshot", "'two'")),
+    "seed": (["--tasks", "copy", "--seed", "1,2"], ("--seed", "'1,2'", "python,numpy,torch,fewshot")),
+    "log_samples": (["--tasks", "copy", "--log_samples"], ("--log_samples", "--output_path")),
+    "two_run_dirs": (["--run", "/elsewhere", "--tasks", "copy"], ("one run dir, please", "'/elsewhere'")),
+    "gen_kwargs": (["--tasks", "copy", "--gen_kwargs", "until"], ("argument --gen_kwargs", "'until'", "k=v")),
+    "metadata_json": (["--tasks", "copy", "--metadata", "{max_bytes: 4}"], ("argument --metadata", "JSON object")),
+}
+
+
+@pytest.mark.parametrize("case", list(CLI_OPTIONS))
+def test_cli_bad_options_are_one_line_before_any_work(run, capsys, not_started, case):
+    argv, words = CLI_OPTIONS[case]
+    _refused(capsys, lambda: cli.main([str(run), *argv]), *words)
+
+
+def test_cli_validate(capsys, lm_eval_cli, monkeypatch):
+    """validate: the names found, else one line naming the missing ones and ours; ls: the lists lm-eval has."""
+    cli.main(["validate", "--tasks", "copy,passkey"])
+    assert capsys.readouterr().out == "Validating tasks: ['copy', 'passkey']\nAll tasks found and valid\n"
+    real = lm_eval.tasks.TaskManager  # lm-eval's full index: the one check_tasks cached, as in test_cli_unknown_task
+    monkeypatch.setattr(lm_eval.tasks, "TaskManager", lambda include_defaults=True, **kw: rows._index(True)
+                        if include_defaults else real(include_defaults=False, **kw))
+    _refused(capsys, lambda: cli.main(["validate", "--tasks", "copy,nosuchtask"]),
+             "unknown lm-eval task(s) ['nosuchtask']", "'passkey'", "(tasks/)")
+    _refused(capsys, lambda: cli.main(["validate"]), "no --tasks given")
+    _refused(capsys, lambda: cli.main(["ls", "everything"]), "argument what", "'everything'", "'tags'")

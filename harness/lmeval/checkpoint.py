@@ -1,5 +1,5 @@
 """A trained run's checkpoint as a model, for lm-eval and the claims: every way a user's path can be wrong is one
-line (UsageError for what lm-eval's CLI was given)."""
+line (UsageError for what harness-lm-eval was given)."""
 import pickle
 from pathlib import Path
 
@@ -11,7 +11,7 @@ from harness import results
 
 
 class UsageError(ValueError):
-    """An ordinary mistake in what lm-eval's CLI was given (model_args, a checkpoint, a task name): the CLI
+    """An ordinary mistake in what harness-lm-eval was given (model_args, a checkpoint, a task name): the CLI
     prints it as one line, exit 2. A ValueError, so Python callers catch it as before."""
 
 

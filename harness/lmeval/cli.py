@@ -1,237 +1,307 @@
-"""`harness-lm-eval RUN_DIR --tasks ... [lm-eval flags]` (= `python -m harness.lmeval.cli`): lm-eval's own CLI
-with model `harness` registered and the harness's task YAMLs (tasks/, paths.tasks_dir()) as --include_path.
+"""`harness-lm-eval RUN_DIR --tasks ... [options]` (= `python -m harness.lmeval.cli`): lm-eval on model `harness` (a
+run dir's checkpoint) and the harness's task YAMLs (tasks/, paths.tasks_dir()), through lm-eval's public Python API:
+lm_eval.simple_evaluate on a HarnessLM with a lm_eval.tasks.TaskManager, the table by lm_eval.utils.make_table.
+`harness-lm-eval ls [tasks|groups|subtasks|tags]` lists tasks, `harness-lm-eval validate --tasks A,B` checks names.
 
-lm-eval 0.4.x has no plug-in discovery for model classes (its registry holds its own MODEL_MAPPING and what an
-import registers; no entry points), so plain `lm_eval --model harness` cannot find the model: this imports
-harness.lmeval.model, which registers `harness`, and runs lm-eval's CLI on an argv rewritten first (_rewrite):
+Why a CLI of our own: lm-eval 0.4.x has no plug-in discovery for model classes (its registry holds what an import
+registers; no entry points), so plain `lm_eval --model harness` cannot find the model, and lm-eval's CLI is a private
+module (lm_eval._cli). The options are lm-eval's run options that apply to model `harness`, with lm-eval's names and
+defaults (--batch_size 1, --device cuda:0, which is CPU where there is no CUDA):
 
-- RUN_DIR as the first argument, or `--run RUN_DIR`, is `--model harness --model_args run=RUN_DIR`. lm-eval
-  splits --model_args on commas and a sweep's run dir is named by its Hydra overrides, commas and brackets
-  included (`encoding=rope,eval.lens=[64,128],seed=0`); so model harness's model_args reach lm-eval as one
-  JSON object, which it does not split. `--model_args run=RUN_DIR,k=v` is read the same way
-  (model.parse_model_args: run's value is the longest comma-extended stretch that is a directory).
-- --include_path is the harness's tasks/ unless one is given (`run`, `ls`, `validate`).
-- No --tasks (and no --config to hold them) is one line before any work, instead of lm-eval building its
-  ~15k-task index (~30 s) and then raising.
-- `--help` (or no argument) prints a few lines on model `harness`, its model_args, RUN_DIR and the task
-  path, then lm-eval's own help.
-- The results table lm-eval prints lists a task's metrics per length in numeric order (128 before 1024;
-  lm-eval sorts them as strings): natural_table.
-
-Then two narrow changes to the run. Indexing lm-eval's built-in task configs costs 8-25 s, so `run` first
-resolves the requested tasks against --include_path alone (TaskManager(include_defaults=False)); only when a
-task is not found there (a hub task such as hellaswag) is the full index built, exactly as lm-eval would have.
-This wraps EvaluatorConfig.process_tasks, the one place lm-eval's CLI builds its TaskManager. And the ordinary
-mistakes, a wrong --model_args (HarnessLM's construction: its arguments and the checkpoint, model.UsageError)
-or a task in no index, are one line `harness.lmeval: error: ...`, exit 2, instead of a traceback; anything
-else (a bug included) is raised as lm-eval raises it."""
+- RUN_DIR as the first argument, `--run RUN_DIR` or `--model_args run=RUN_DIR,k=v` names the checkpoint. A sweep's
+  run dir is named by its Hydra overrides, commas and brackets included (`encoding=rope,eval.lens=[64,128],seed=0`),
+  so run's value in `k=v,...` is the longest comma-extended stretch that is a directory (model.parse_model_args).
+- --include_path is the harness's tasks/ unless one is given. Indexing lm-eval's built-in task configs costs 8-25 s,
+  so the tasks are resolved against --include_path alone first (TaskManager(include_defaults=False)); only when one
+  is not there (a hub task such as hellaswag) is the full index built, as lm-eval builds it.
+- An ordinary mistake (an option, a --model_args, the checkpoint, a task in no index, no --tasks) is one line
+  `harness.lmeval: error: ...`, exit 2, before any evaluation; anything else (a bug included) is raised.
+- The results table lists a task's metrics per length in numeric order (128 before 1024): natural_table."""
+import argparse
+import ast
 import functools
 import json
+import re
 import sys
 import textwrap
-from unittest import mock
 
+import lm_eval
 import lm_eval.tasks
 import lm_eval.utils
-from lm_eval.__main__ import cli_evaluate
-from lm_eval._cli.harness import HarnessCLI
-from lm_eval._cli.utils import key_val_to_dict, try_parse_json
-from lm_eval.config.evaluate_config import EvaluatorConfig
+from lm_eval.utils import setup_logging
 
-from harness.lmeval import rows  # imports harness.lmeval.model, which registers model "harness"
-from harness.lmeval.model import UsageError, model_args, parse_model_args
+from harness.lmeval import rows  # imports harness.lmeval.model, which registers model "harness" with lm-eval
+from harness.lmeval.model import HarnessLM, UsageError, model_args, parse_model_args
 
-NOT_FOUND = "Tasks not found: "  # lm-eval's message when a requested task is in no index
-NO_TASKS = ("No tasks specified", "Need to specify task")  # lm-eval's, when none are (a --config without them)
 PROG = "harness-lm-eval"
 EXAMPLE = "--tasks passkey,pystdlib_ppl"
+LISTS = {"tasks": {}, "groups": dict(list_subtasks=False, list_tags=False),  # `ls WHAT`: list_all_tasks' flags
+         "subtasks": dict(list_groups=False, list_tags=False), "tags": dict(list_groups=False, list_subtasks=False)}
+SEEDS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
+DEFAULT_SEEDS = (0, 1234, 1234, 1234)  # simple_evaluate's
+DICT = dict(nargs="+", action="extend", metavar="ARG")  # `k=v,k2=v2`, `k=v k2=v2` or a JSON object, merged
+RUN_OPTIONS = [  # (names, argparse keywords): lm-eval's run options that apply to model `harness`
+    (["--run"], dict(action="append", metavar="RUN_DIR", help="the run dir (the same as RUN_DIR)")),
+    (["--model", "-M"], dict(help="harness, the one model here (lm-eval's others: `lm_eval --model ...`)")),
+    (["--model_args", "-a"], dict(DICT, help="model `harness`'s arguments, `k=v,k2=v2` or a JSON object")),
+    (["--tasks", "-t"], dict(nargs="+", action="extend", metavar="TASK", help="task names, comma- or space-separated")),
+    (["--include_path"], dict(metavar="DIR", help="the task YAMLs' dir (default: the harness's tasks/)")),
+    (["--limit", "-L"], dict(help="docs per task (>= 1), or a fraction of them (< 1)")),
+    (["--num_fewshot", "-f"], dict(type=int, metavar="N", help="examples in the few-shot context")),
+    (["--batch_size", "-b"], dict(help="an integer (default: model_args batch_size, else 1)")),
+    (["--device"], dict(help="cpu, cuda or cuda:<N> (default: model_args device, else cuda:0; CPU without CUDA)")),
+    (["--gen_kwargs"], dict(DICT, help="generation arguments (decoding is greedy)")),
+    (["--metadata"], dict(DICT, help="task metadata, merged over the model_args (e.g. max_bytes=4096)")),
+    (["--seed"], dict(help="python,numpy,torch,fewshot seeds, or one for all four (default 0,1234,1234,1234)")),
+    (["--output_path", "-o"], dict(metavar="PATH", help="dir or .json file for the results (and samples)")),
+    (["--log_samples", "-s"], dict(action="store_true", help="save every doc's model output (needs --output_path)")),
+    (["--write_out", "-w"], dict(action="store_true", help="print the prompts of the first docs")),
+]
 
 
-def _local_first(process_tasks):
-    """process_tasks with include_defaults=False first; the full index only if a task is missing."""
-    @functools.wraps(process_tasks)
-    def wrapper(self, metadata=None):
-        if self.include_path:
-            local = functools.partial(lm_eval.tasks.TaskManager, include_defaults=False)
-            try:
-                with mock.patch.object(lm_eval.tasks, "TaskManager", local):
-                    return process_tasks(self, metadata)
-            except ValueError as e:
-                if NOT_FOUND not in str(e):
-                    raise
-        try:
-            return process_tasks(self, metadata)
-        except ValueError as e:
-            if not str(e).startswith(NOT_FOUND):
-                raise
-            raise UsageError(_unknown(str(e)[len(NOT_FOUND):].split(", "), self.include_path)) from e
-    return wrapper
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's is usage + error on two lines; ours is one line, with the choices
+        if message.startswith("unrecognized arguments"):
+            message += f"; expected options of `{self.prog}`: {self.options}"
+        raise UsageError(message)
 
 
-def _unknown(missing, include_path):
-    """rows.check_tasks' message, naming the tasks of --include_path (ours, when it is not given)."""
-    paths = include_path if isinstance(include_path, (list, tuple)) else [include_path] if include_path else []
-    ours = lm_eval.tasks.TaskManager(include_path=[str(p) for p in paths] or str(rows.TASKS_DIR),
-                                     include_defaults=False).all_tasks
-    where = f"--include_path {' '.join(map(str, paths))}" if paths else f"tasks/, with --include_path {rows.TASKS_DIR}"
-    return rows.unknown_tasks_message(missing, ours, where)
-
-
-def _natural_sorted(iterable, key=None, reverse=False):
-    """sorted() with digit runs ordered by value: lm-eval's make_table sorts a task's `metric,filter` keys with
-    sorted(), which puts a length-named metric `1024,none` before `128,none`."""
-    return sorted(iterable, key=lambda x: _natural_key(key(x) if key else x), reverse=reverse)
-
-
-def _natural_key(x):
-    return rows.natural(x) if isinstance(x, str) else tuple(map(_natural_key, x)) if isinstance(x, tuple) else x
-
-
-def natural_table(make_table):
-    """lm-eval's make_table (the results table its CLI prints) with metrics per length in numeric order."""
-    @functools.wraps(make_table)
-    def wrapper(*args, **kwargs):
-        with mock.patch.object(lm_eval.utils, "sorted", _natural_sorted, create=True):
-            return make_table(*args, **kwargs)
-    return wrapper
+def parser():
+    """The run command's parser (`harness-lm-eval [run] ...`)."""
+    p = _Parser(prog=PROG, usage=f"{PROG} [run] RUN_DIR --tasks TASK[,TASK...] [options]", epilog=textwrap.dedent(f"""
+        other commands:
+          {PROG} ls [tasks|groups|subtasks|tags] [--include_path DIR]   lm-eval's tasks and the harness's
+          {PROG} validate --tasks TASK[,TASK...] [--include_path DIR]   check that the tasks are found"""),
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir", nargs="?", metavar="RUN_DIR", help="a run dir holding checkpoint.pt")
+    for names, kw in RUN_OPTIONS:
+        p.add_argument(*names, **kw)
+    p.options = [n for names, _ in RUN_OPTIONS for n in names if n.startswith("--")]
+    return p
 
 
 def header():
-    """The lines `--help` prints before lm-eval's own help."""
+    """The lines `--help` prints before the options."""
     args = ", ".join("run=RUN_DIR" if k == "run" else f"{k}={v!r}" for k, v in model_args().items())
     wrap = functools.partial(textwrap.fill, width=110, subsequent_indent="      ", break_on_hyphens=False,
                              break_long_words=False)
     return "\n".join([
-        f"{PROG}: lm-eval's CLI with model `harness` (a harness run dir's checkpoint) and the harness's tasks.",
+        f"{PROG}: lm-eval (its Python API) on model `harness`, a run dir's checkpoint, and the harness's tasks.",
         "",
-        f"  {PROG} RUN_DIR {EXAMPLE} [lm-eval flags]",
+        f"  {PROG} RUN_DIR {EXAMPLE} [options]",
         wrap("    RUN_DIR: a run dir holding checkpoint.pt (a sweep's, e.g. "
              "results/sweeps/lm_eval/encoding=rope,seed=0: commas, brackets and = are fine); the same as "
              "--run RUN_DIR, or --model harness --model_args run=RUN_DIR"),
         wrap(f"    model_args of model `harness` (--model_args k=v,k2=v2): {args}"),
         wrap(f"    tasks: the harness's task YAMLs at {rows.TASKS_DIR} (package harness.lm_eval_tasks), the "
-             f"--include_path unless one is given; `{PROG} ls tasks` lists every task"),
+             f"--include_path unless one is given, and lm-eval's own; `{PROG} ls tasks` lists every task"),
         f"    plain `lm_eval --model harness` cannot find the model (lm-eval has no model plug-ins): use {PROG}",
-        "",
-        "lm-eval's own help:",
         "",
     ])
 
 
-def _option(parser, token):
-    """(dest, inline value or None) of the option token names in parser (an exact option, or a unique prefix of
-    a long one, as argparse takes them), else (None, None)."""
-    table = parser._option_string_actions
-    if token.startswith("--"):
-        name, eq, value = token.partition("=")
-        hits = [name] if name in table else [o for o in table if o.startswith("--") and o.startswith(name)]
-        return (table[hits[0]].dest, value if eq else None) if len({table[o].dest for o in hits}) == 1 else (None, None)
-    if token.startswith("-") and token[:2] in table:
-        value = token[2:].removeprefix("=")
-        return table[token[:2]].dest, value or None
-    return None, None
+# `a=1,b=[2,3],c='x,y'` -> a=1 | b=[2,3] | c='x,y': a comma inside brackets or quotes (one level) is the value's
+ITEM = re.compile(r"""(?:\[[^]]*\]|\([^)]*\)|\{[^}]*\}|'[^']*'|"[^"]*"|[^,])+""")
 
 
-def _scan(parser, argv):
-    """argv as [(dest or None, [tokens], [values])]: an option of parser (or --run) with the tokens it takes,
-    else one token alone. Values are what argparse would take: the inline one, else nargs' share of the next
-    tokens that do not start with '-'."""
-    out, i = [], 0
-    while i < len(argv):
-        token = argv[i]
-        dest, inline = ("run", token.partition("=")[2] or None) if token.partition("=")[0] == "--run" else \
-            _option(parser, token)
-        if dest is None:
-            out.append((None, [token], []))
-            i += 1
-            continue
-        nargs = "1" if dest == "run" else parser._option_string_actions[
-            next(o for o, a in parser._option_string_actions.items() if a.dest == dest)].nargs
-        j = i + 1
-        if inline is None and nargs != 0:
-            while j < len(argv) and not argv[j].startswith("-") and (nargs in ("+", "*") or j == i + 1):
-                j += 1
-        out.append((dest, argv[i:j], [inline] if inline is not None else argv[i + 1:j]))
-        i = j
+def _value(text):
+    """A `k=v` value as lm-eval's CLI types it: true/false, an int, a float, a Python literal, else the text."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for cast in (int, float, ast.literal_eval):
+        try:
+            return cast(text)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            pass
+    return text
+
+
+def _key_values(text):
+    """`k=v,k2=v2` as a dict; ValueError naming an item without `=`."""
+    out = {}
+    for item in ITEM.findall(text):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"expected key=value, got {item!r}")
+        out[key.strip()] = _value(value)
     return out
 
 
-def _harness_args(values):
-    """One dict of all --model_args values (JSON objects, `k=v,...` strings whose run= may hold commas)."""
+def _dict(option, values, parse=_key_values):
+    """One dict of an option's values, each a JSON object or `k=v,k2=v2` (parse: --model_args' run may hold commas)."""
     merged = {}
-    for v in values:
-        obj = try_parse_json(v)
+    for text in values or ():
         try:
-            merged.update(obj if isinstance(obj, dict) else parse_model_args(v, key_val_to_dict))
-        except ValueError as e:  # lm-eval's `expected key=value, got ...`
-            raise UsageError(f"argument --model_args: {e}") from e
+            merged.update(json.loads(text) if text.lstrip().startswith("{") else parse(text))
+        except ValueError as e:  # json's JSONDecodeError, _key_values'
+            raise UsageError(f"argument {option}: {e}; expected k=v,k2=v2 or a JSON object") from None
     return merged
 
 
-def _rewrite(argv):
-    """lm-eval's argv for ours (see the module docstring); UsageError for an argv refused in one line."""
-    commands = HarnessCLI()._subparsers.choices
-    if argv[:1] and argv[0] in ("ls", "validate"):
-        given = {dest for dest, _, _ in _scan(commands[argv[0]], argv[1:])}
-        return argv if given & {"help", "include_path"} else [*argv, "--include_path", str(rows.TASKS_DIR)]
-    rest = argv[1:] if argv[:1] == ["run"] else list(argv)
-    run = [rest.pop(0)] if rest and not rest[0].startswith("-") else []  # RUN_DIR first
-    items = _scan(commands["run"], rest)
-    given = {dest for dest, _, _ in items}
-    if "help" in given:
-        return argv
-    if not given & {"tasks", "config"}:
+def _tasks(values):
+    """The task names of --tasks (comma- or space-separated, each once); UsageError when there are none."""
+    names = list(dict.fromkeys(t.strip() for v in values or () for t in v.split(",") if t.strip()))
+    if not names:
         raise UsageError(f"no --tasks given; name the tasks to evaluate, e.g. {EXAMPLE} (the harness's: "
                          f"{', '.join(rows._index(False).all_tasks)}); `{PROG} ls tasks` lists every task")
-    for i, tok in enumerate(rest):  # a --limit lm-eval would take and fail on deep inside (--limit -1, 0)
-        value = tok.partition("=")[2] if tok.startswith("--limit=") else rest[i + 1] if (
-            tok == "--limit" and i + 1 < len(rest)) else None
-        if value is not None:
-            try:
-                rows._limit(value)
-            except Exception as e:  # noqa: BLE001 - argparse.ArgumentTypeError: its message is the line
-                raise UsageError(f"--limit: {e}") from None
-    run += [v for dest, _, values in items if dest == "run" for v in values]
-    model = [v for dest, _, values in items if dest == "model" for v in values]
-    margs = [v for dest, _, values in items if dest == "model_args" for v in values]
-    if len(run) > 1:
-        raise UsageError(f"one run dir, please; got {run}")
-    if model not in ([], ["harness"]):
-        if run:
-            raise UsageError(f"a run dir is model `harness`'s; got --model {' '.join(model)}")
-        out = ["run", *rest]  # another model's: lm-eval's as given
-    elif run or any("run" in _harness_args([v]) for v in margs):
-        # model harness: its model_args as one JSON object, which lm-eval does not split on commas
-        harness_args = _harness_args(margs)
-        if run and "run" in harness_args:
-            raise UsageError(f"run dir given twice: {run[0]!r} and model_args run={harness_args['run']!r}")
-        harness_args.update({"run": run[0]} if run else {})
-        out = ["run", "--model", "harness", "--model_args", json.dumps(harness_args),
-               *(t for dest, tokens, _ in items if dest not in ("run", "model", "model_args") for t in tokens)]
-    else:
-        out = ["run", *rest]
-    return out if "include_path" in given else [*out, "--include_path", str(rows.TASKS_DIR)]
+    return names
+
+
+def _seeds(text):
+    """--seed: one integer for all four seeds, or python,numpy,torch,fewshot (None: not seeded), as lm-eval's."""
+    try:
+        seeds = [None if s.strip().lower() == "none" else int(s) for s in text.split(",")]
+    except ValueError:
+        seeds = []
+    seeds = seeds * 4 if len(seeds) == 1 else seeds + list(DEFAULT_SEEDS[3:]) if len(seeds) == 3 else seeds
+    if len(seeds) != 4:
+        raise UsageError(f"--seed: expected one integer, or python,numpy,torch,fewshot integers (None leaves one "
+                         f"unseeded), e.g. 0,1234,1234,1234; got {text!r}")
+    return dict(zip(SEEDS, seeds))
+
+
+def parse(argv):
+    """The run command's arguments, checked and completed: tasks (a list), limit (a float), model_args (one dict,
+    run included), gen_kwargs, metadata and seed (dicts), batch_size and device. UsageError names what
+    is wrong."""
+    a = parser().parse_args(argv)
+    a.tasks = _tasks(a.tasks)
+    if a.limit is not None:
+        try:
+            a.limit = rows._limit(a.limit)
+        except argparse.ArgumentTypeError as e:
+            raise UsageError(f"--limit: {e}") from None
+    runs = [*([a.run_dir] if a.run_dir else []), *(a.run or [])]
+    if len(runs) > 1:
+        raise UsageError(f"one run dir, please; got {runs}")
+    if a.model not in (None, "harness"):
+        raise UsageError(f"--model {a.model}: {PROG} evaluates model `harness` (a run dir's checkpoint) only; "
+                         f"expected --model harness or none (lm-eval's own models: `lm_eval --model {a.model}`)")
+    a.model_args = _dict("--model_args", a.model_args, lambda text: parse_model_args(text, _key_values))
+    if runs and "run" in a.model_args:
+        raise UsageError(f"run dir given twice: {runs[0]!r} and model_args run={a.model_args['run']!r}")
+    a.model_args = {**a.model_args, **({"run": runs[0]} if runs else {})}
+    if "run" not in a.model_args:
+        raise UsageError(f"no run dir given; expected {PROG} RUN_DIR {EXAMPLE}, or --run RUN_DIR, or --model_args "
+                         f"run=RUN_DIR")
+    a.gen_kwargs, a.metadata = _dict("--gen_kwargs", a.gen_kwargs), _dict("--metadata", a.metadata)
+    if a.log_samples and not a.output_path:
+        raise UsageError("--log_samples saves the samples beside the results: give --output_path too")
+    a.seed = _seeds(a.seed) if a.seed is not None else {}
+    # lm-eval's CLI defaults, which a model_args batch_size or device is not overridden by
+    a.batch_size = a.batch_size or (None if "batch_size" in a.model_args else 1)
+    a.device = a.device or (None if "device" in a.model_args else "cuda:0")
+    return a
+
+
+def task_manager(tasks, include_path=None, metadata=None):
+    """TaskManager over include_path (default tasks/) alone when it holds every task, else with lm-eval's own
+    configs as well; UsageError naming the tasks found in neither, and the valid ones."""
+    paths = include_path or str(rows.TASKS_DIR)
+    local = lm_eval.tasks.TaskManager(include_path=paths, include_defaults=False, metadata=metadata)
+    missing = [t for t in tasks if not local.match_tasks([t])]
+    if not missing:
+        return local
+    full = lm_eval.tasks.TaskManager(include_path=paths, metadata=metadata)
+    missing = [t for t in missing if not full.match_tasks([t])]
+    if missing:
+        where = f"--include_path {include_path}" if include_path else "tasks/"
+        raise UsageError(rows.unknown_tasks_message(missing, local.all_tasks, where))
+    return full
+
+
+class _Natural(str):
+    """A metric key `metric,filter` that sorts with its digit runs by value (rows.natural)."""
+    def __lt__(self, other):
+        return rows.natural(self) < rows.natural(other)
+
+
+def natural_table(results, column="results"):
+    """lm_eval.utils.make_table(results, column) with a task's metrics per length in numeric order: make_table
+    sorts a task's `metric,filter` keys with sorted(), which puts `1024,none` before `128,none`; these keys
+    sort by value (and are in that order, should make_table ever keep the dict's)."""
+    shown = {task: {_Natural(k): metrics[k] for k in sorted(metrics, key=rows.natural)}
+             for task, metrics in results[column].items()}
+    return lm_eval.utils.make_table({**results, column: shown}, column)
+
+
+def evaluate(a):
+    """Build the model (its arguments and checkpoint checked), resolve the tasks, run simple_evaluate, save and
+    print the results as lm-eval's CLI does."""
+    lm = HarnessLM.create_from_arg_obj(a.model_args, {"batch_size": a.batch_size, "device": a.device})
+    tm = task_manager(a.tasks, a.include_path, {**a.model_args, **a.metadata})  # lm-eval's CLI's metadata
+    tracker = None
+    if a.output_path:
+        from lm_eval.loggers import EvaluationTracker  # imports datasets and huggingface_hub: only when saving
+        tracker = EvaluationTracker(output_path=a.output_path)
+    res = lm_eval.simple_evaluate(
+        model=lm, model_args=a.model_args, tasks=a.tasks, task_manager=tm, num_fewshot=a.num_fewshot,
+        batch_size=lm.batch_size, device=a.device, limit=a.limit, write_out=a.write_out, log_samples=a.log_samples,
+        evaluation_tracker=tracker, gen_kwargs=a.gen_kwargs, **a.seed)
+    if res is None:  # not rank 0
+        return
+    res["config"]["model"] = "harness"  # simple_evaluate names an LM instance by its class; lm-eval's CLI by --model
+    samples = res.pop("samples", None)
+    if tracker:
+        tracker.save_results_aggregated(results=res, samples=samples if a.log_samples else None)
+        for task in res["configs"] if a.log_samples else ():
+            tracker.save_results_samples(task_name=task, samples=samples[task])
+    sizes = ",".join(map(str, res["config"]["batch_sizes"]))
+    print(f"harness ({a.model_args}), gen_kwargs: ({a.gen_kwargs}), limit: {a.limit}, num_fewshot: "
+          f"{a.num_fewshot}, batch_size: {lm.batch_size}{f' ({sizes})' if sizes else ''}")
+    print(natural_table(res))
+    if "groups" in res:
+        print(natural_table(res, "groups"))
+
+
+def _small(command, first):
+    """The parser of `ls` or `validate`: first (its argument) and --include_path."""
+    p = _Parser(prog=f"{PROG} {command}")
+    p.add_argument(*first[0], **first[1])
+    p.add_argument("--include_path", metavar="DIR", help="the task YAMLs' dir (default: the harness's tasks/)")
+    p.options = [n for n in (*first[0], "--include_path") if n.startswith("--")]
+    return p
+
+
+def ls(argv):
+    """lm-eval's list of tasks, groups, subtasks or tags, with those of --include_path (default tasks/)."""
+    a = _small("ls", (["what"], dict(nargs="?", default="tasks", choices=list(LISTS)))).parse_args(argv)
+    setup_logging()
+    print(lm_eval.tasks.TaskManager(include_path=a.include_path or str(rows.TASKS_DIR)).list_all_tasks(**LISTS[a.what]))
+
+
+def validate(argv):
+    """Whether every task of --tasks is found (in --include_path, default tasks/, or lm-eval's own)."""
+    a = _small("validate", (["--tasks", "-t"], dict(nargs="+", action="extend", metavar="TASK"))).parse_args(argv)
+    tasks = _tasks(a.tasks)
+    setup_logging()
+    task_manager(tasks, a.include_path)
+    print(f"Validating tasks: {tasks}\nAll tasks found and valid")
+
+
+def run(argv):
+    a = parse(argv)
+    setup_logging()  # lm-eval's log lines on stderr (LMEVAL_LOG_LEVEL), as its own CLI shows them
+    evaluate(a)
+
+
+COMMANDS = {"run": run, "ls": ls, "validate": validate}
 
 
 def main(argv=None):
-    """Run lm-eval's CLI on argv (default sys.argv[1:]) rewritten by _rewrite, with model `harness` available.
-    A mistake in the arguments, --model_args, the checkpoint or a task name is one line, exit 2; anything else
-    is lm-eval's as it was."""
+    """harness-lm-eval on argv (default sys.argv[1:]): `[run] RUN_DIR --tasks ...`, `ls`, `validate`. A mistake in
+    the arguments, --model_args, the checkpoint or a task name is one line, exit 2."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or "-h" in argv or "--help" in argv:
         print(header())
+    if not argv:
+        parser().print_help()
+        return
+    command, rest = (argv[0], argv[1:]) if argv[0] in COMMANDS else ("run", argv)
     try:
-        sys.argv = [sys.argv[0], *_rewrite(argv)] if argv else [sys.argv[0]]
-        with mock.patch.object(EvaluatorConfig, "process_tasks", _local_first(EvaluatorConfig.process_tasks)), \
-                mock.patch.object(lm_eval.utils, "make_table", natural_table(lm_eval.utils.make_table)):
-            cli_evaluate()
+        COMMANDS[command](rest)
     except UsageError as e:
         rows.fail(e)
-    except ValueError as e:  # a --config without tasks: lm-eval's own check, after its index is built
-        if not str(e).startswith(NO_TASKS):
-            raise
-        rows.fail(f"no tasks given (--tasks, or tasks: in the --config); e.g. {EXAMPLE}; `{PROG} ls tasks` "
-                  f"lists every task")
 
 
 if __name__ == "__main__":

@@ -258,7 +258,7 @@ class HarnessLM(LM):
         return out
 
 def _device(requested, run_device):
-    """torch.device: the requested one, else the run's. lm-eval's CLI always passes a device (default
+    """torch.device: the requested one, else the run's. harness-lm-eval, as lm-eval's CLI, passes one (default
     cuda:0); on a machine without CUDA that falls back to CPU, as lm-eval's HF model does. The devices are
     config.py's (cpu, cuda[:N]): any other is a ValueError now, not a failure at the first forward."""
     name = str(requested or run_device)
