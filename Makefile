@@ -22,7 +22,7 @@ BENCH_ENV := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.t
 SWEEP ?= default
 SEEDS ?=   # empty: the preset's own seed count (default 3, claims 5); SEEDS=5 runs seeds 0..4
 RESULTS ?= results/sweeps
-CLAIMS_OUT ?= results/claims
+CLAIMS_OUT ?= $(RESULTS)/claims  # the committed results/claims is regenerated from committed rows: docs/claims.md
 
 .PHONY: help install pretrained-install pretrained test test-fast faults sweep report bench bench-check readme-tables eval claims conformance conformance-data conformance-field clean
 
@@ -124,7 +124,7 @@ eval: install  ## lm-eval TASKS (default: the offline ones in tasks/) on run dir
 
 # Claims about RoPE from the literature: the sweeps they need (finished runs are skipped), then the table.
 CLAIM_SWEEPS := default base_ablation claims prope content
-claims: install  ## test RoPE claims from the literature -> results/claims/claims.md + plots (< 30 min on 2 cores from scratch)
+claims: install  ## test RoPE claims from the literature on your runs -> $(CLAIMS_OUT)/claims.md + plots (< 30 min on 2 cores)
 	for s in $(CLAIM_SWEEPS); do $(PY) -m harness -m sweep=$$s out=$(dir $(RESULTS)) || exit 1; done
 	$(PY) -m harness.claims --sweeps $(RESULTS) --out $(CLAIMS_OUT)
 

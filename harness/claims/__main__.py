@@ -32,7 +32,9 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv=None):
     ap = _Parser(prog="python -m harness.claims", description=__doc__)
-    ap.add_argument("--sweeps", default="results/sweeps", help="dir holding sweeps default, base_ablation, claims")
+    ap.add_argument("--sweeps", default="results/sweeps",
+                    help="dir holding sweeps default, base_ablation, claims, prope, content; the checkout's results/: "
+                         "the committed runs only (how results/claims/claims.md is made)")
     ap.add_argument("--out", default="results/claims", help="where claims.md and the plots go")
     ap.add_argument("--only", nargs="+", metavar="N", help="claim numbers to run (default: all)")
     args = ap.parse_args(argv)

@@ -35,7 +35,7 @@ def fp16_rule(n):
     <= 0.01 rad) or no fix (fp32 phase > 0.1 rad): contradicted; otherwise inconclusive."""
     lost, fixed = n["fp16_phase_max_32768"], n["fp32_phase_max_32768"]
     if missing(n):
-        return verdict("inconclusive", "not measured")
+        return verdict("not measured", "not measured: a number it judges is NaN")
     if lost > 0.1 and fixed <= 0.01:
         return verdict("supported", f"fp16 phase {fmt(lost)} rad > 0.1; fp32 phase {fmt(fixed)} rad <= 0.01")
     if lost <= 0.01 or fixed > 0.1:
@@ -78,7 +78,7 @@ def cache_rule(n):
     Speed: on-the-fly / cached time at T=1024 >= 1.05: supported (the trade exists); <= 0.97 (on the fly
     is not slower): contradicted; between, or memory not proportional: inconclusive."""
     if missing(n):
-        return verdict("inconclusive", "not measured")
+        return verdict("not measured", "not measured: a number it judges is NaN")
     linear = abs(n["cache_growth"] / n["len_growth"] - 1) <= 0.01
     r = n["onfly_over_cached_1024"]
     if linear and r >= 1.05:
@@ -124,7 +124,7 @@ def cost_rule(n):
     dominates as before): supported; extra parameters > 0 or a rotation exponent > 1.6: contradicted;
     otherwise inconclusive (timing noise on shared cores)."""
     if missing(n):
-        return verdict("inconclusive", "not measured")
+        return verdict("not measured", "not measured: a number it judges is NaN")
     if n["extra_params_rope"] > 0 or n["rotate_slope"] > 1.6:
         return verdict("contradicted", f"{n['extra_params_rope']:.0f} params, exponent {fmt(n['rotate_slope'])}")
     shrinks = n["overhead_last"] <= min(n["overhead_first"], 1.25)

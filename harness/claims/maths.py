@@ -86,7 +86,7 @@ def decay_rule(n):
     value at 0: supported (it decays); Spearman >= 0 or that mean >= the value at 0: contradicted;
     otherwise inconclusive. Where it is not monotone (first rise, share of rising steps) is reported."""
     if missing({k: n[k] for k in ("spearman", "tail_ratio")}):
-        return verdict("inconclusive", "not measured")
+        return verdict("not measured", "not measured: a number it judges is NaN")
     s, t = n["spearman"], n["tail_ratio"]
     if s <= -0.5 and t <= 0.5:
         return verdict("supported", f"Spearman {fmt(s)} <= -0.5 and tail/head {fmt(t)} <= 0.5")

@@ -5,7 +5,7 @@ extension and length, pystdlib) and pretrained_precision (KL to the fp32 RoPE pi
 from harness import stats
 from harness.claims.judge import est, fewest, judge, put, put_nan, show, unmeasured
 from harness.claims.table import Evidence, by_parts, verdict
-from harness.claims.trained import I, rows
+from harness.claims.trained import N, rows
 from harness.pretrained.rows import lm_rows, prepare
 
 RUN = "make pretrained"
@@ -44,7 +44,7 @@ def rises_past_context_rule(n):
     """bpb(none, 2x trained context) - bpb(none, 1x), paired over windows (>= 3, else inconclusive): supported when
     its 95% CI lies above 0, contradicted when it lies below 0."""
     if unmeasured(n, ["rise"]):
-        return verdict(I, f"not measured: run {RUN}")
+        return verdict(N, f"not measured: run {RUN}")
     return judge(est(n, "rise"), 0.0, "above", label="bits/byte rise from 1x to 2x")
 
 
@@ -60,9 +60,9 @@ def ntk_yarn_beat_pi(ctx):
 def ntk_yarn_beat_pi_rule(n):
     """bpb(ntk x2) - bpb(linear x2) and bpb(yarn x2) - bpb(linear x2) at 2x the trained context, no fine-tune,
     paired over windows (>= 3): each part holds when its CI lies below 0 and fails when above. Both hold: supported;
-    both fail: contradicted; otherwise inconclusive."""
+    both fail: contradicted; one fails: partly contradicted; otherwise inconclusive."""
     if unmeasured(n, ["ntk", "yarn"]):
-        return verdict(I, f"not measured: run {RUN}")
+        return verdict(N, f"not measured: run {RUN}")
     parts = [judge(est(n, k), 0.0, "below", label=f"{k} - linear") for k in ("ntk", "yarn")]
     return by_parts([(t, v) for v, t in parts])
 
@@ -88,9 +88,10 @@ def bf16_positions_hurt(ctx):
 def bf16_positions_hurt_rule(n):
     """Pipeline bf16_positions against fp32, windows paired: (1) mean KL in the last log window of positions minus
     that in [128, 256) (where bf16 still holds every integer), CI above 0; (2) the PPL gap at the longest length, CI
-    above 0. Each part fails when its CI lies below 0. Both hold: supported; both fail: contradicted."""
+    above 0. Each part fails when its CI lies below 0. Both hold: supported; both fail: contradicted; one fails:
+    partly contradicted; otherwise inconclusive."""
     if unmeasured(n, ["late", "gap"]):
-        return verdict(I, f"not measured: run {RUN}")
+        return verdict(N, f"not measured: run {RUN}")
     parts = [judge(est(n, "late"), 0.0, "above", label="KL grows with position"),
              judge(est(n, "gap"), 0.0, "above", label="PPL gap at the longest length")]
     return by_parts([(t, v) for v, t in parts])

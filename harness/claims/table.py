@@ -8,8 +8,11 @@ import math
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
-VERDICTS = ("supported", "contradicted", "inconclusive")
+VERDICTS = ("supported", "contradicted", "inconclusive")  # of one part (a judged comparison) and of a whole claim
 S, C, I = VERDICTS
+PARTLY = "partly contradicted"  # a claim with some, not all, parts contradicted: "partly contradicted (part <name>)"
+N = "not measured"  # a claim whose rows (or checkpoints) are not where it reads: no evidence at all
+KINDS = (S, C, PARTLY, I, N)  # what a claim's verdict can be; the summary line counts each
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,27 +45,57 @@ class Claim:
             raise ValueError(f"claim {self.id}: its rule must document its thresholds in a docstring")
 
 
+def kind(v):
+    """The verdict class of `v`: 'partly contradicted (part 8x bad)' -> 'partly contradicted'."""
+    return v.split(" (", 1)[0]
+
+
 def verdict(v, reason):
-    """(v, reason) after checking v is one of VERDICTS."""
-    if v not in VERDICTS:
-        raise ValueError(f"unknown verdict {v!r}; expected one of {list(VERDICTS)}")
+    """(v, reason) after checking v's kind is one of KINDS."""
+    if kind(v) not in KINDS:
+        raise ValueError(f"unknown verdict {v!r}; expected one of {list(KINDS)}")
     return v, reason
 
 
-def by_parts(parts, *, contradict_at=2):
-    """Verdict of a claim made of sub-claims: parts = [(label, state)], state a verdict or a bool (True:
-    supported, False: contradicted; a NaN comparison is False). At least `contradict_at` parts contradicted
-    (or every part, when there are fewer): contradicted; all supported: supported; otherwise inconclusive,
-    so one inconclusive part makes the whole at best inconclusive."""
-    state = [(label, verdict(ok, label)[0] if isinstance(ok, str) else S if ok else C) for label, ok in parts]
+def part_name(label):
+    """A part's name: its label up to the first ': ' or ' = ' ('8x bad: 8x/1x = 1.25 ...' -> '8x bad';
+    'p=0.25 at 8x = 1.37 ...' -> 'p=0.25 at 8x'), the whole label when it has neither."""
+    cuts = [i for i in (label.find(": "), label.find(" = ")) if i > 0]
+    return label[:min(cuts)] if cuts else label
+
+
+def _part(label, v):
+    """The part's name, its verdict, then the rest of its label: '8x bad: 8x/1x = 1.25 [1.2, 1.3] (n=3) < 1.5'
+    -> '8x bad contradicted (8x/1x = 1.25 [1.2, 1.3] (n=3) < 1.5)'; 'p=0.25 at 8x = 1.37 [1.24, 1.52] (n=3) > 1'
+    -> 'p=0.25 at 8x contradicted (1.37 [1.24, 1.52] (n=3) > 1)'."""
+    name = part_name(label)
+    rest = label[len(name):].removeprefix(": ").removeprefix(" = ")
+    return f"{name} {v}" + (f" ({rest})" if rest else "")
+
+
+def by_parts(parts):
+    """Verdict of a claim made of sub-claims: parts = [(label, state)], state a part verdict (supported,
+    contradicted, inconclusive) or a bool (True: supported, False: contradicted; a NaN comparison is False).
+    Every part supported: supported; every part contradicted: contradicted; some but not all contradicted:
+    'partly contradicted (part <name>)', naming them; no part contradicted and one open: inconclusive. A part
+    contradicted at 95% is never reported as inconclusive, whatever the other parts say. The reason gives each
+    part's verdict (issue: verdicts that say no more than the data)."""
+    state = [(label, _part_state(ok)) for label, ok in parts]
     if all(v == S for _, v in state):
         return verdict(S, "every part holds: " + "; ".join(label for label, _ in state))
-    n_bad = sum(v == C for _, v in state)
-    kind = C if n_bad and n_bad >= min(contradict_at, len(state)) else I
-    groups = (("fails", C), ("open", I), ("holds", S))
-    text = [f"{name}: {'; '.join(label for label, v in state if v == want)}" for name, want in groups
-            if any(v == want for _, v in state)]
-    return verdict(kind, text[0] + (f" ({'. '.join(text[1:])})" if len(text) > 1 else ""))
+    if all(v == C for _, v in state):
+        return verdict(C, "every part fails: " + "; ".join(label for label, _ in state))
+    bad = [part_name(label) for label, v in state if v == C]
+    v = f"{PARTLY} ({'parts' if len(bad) > 1 else 'part'} {', '.join(bad)})" if bad else I
+    return verdict(v, "; ".join(_part(label, x) for label, x in state))
+
+
+def _part_state(ok):
+    if isinstance(ok, str):
+        if ok not in VERDICTS:
+            raise ValueError(f"unknown verdict {ok!r} of a part; expected one of {list(VERDICTS)}")
+        return ok
+    return S if ok else C
 
 
 def missing(numbers):
@@ -85,6 +118,13 @@ def _doc(rule):
     return " ".join((rule.__doc__ or "").split())
 
 
+def summary(rows):
+    """'Verdicts: <n> supported, <n> contradicted, <n> partly contradicted, <n> inconclusive, <n> not measured'
+    (rows as write takes them; every kind counted, zeros included)."""
+    counts = {k: sum(kind(r[2]) == k for r in rows) for k in KINDS}
+    return "Verdicts: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+
+
 def write(rows, out_dir, header=""):
     """rows: [(Claim, Evidence | None, verdict, reason)] -> out_dir/claims.md (the table, then each
     claim's rule with its thresholds). Returns the path."""
@@ -98,10 +138,11 @@ def write(rows, out_dir, header=""):
         n = "-" if ev is None or ev.n is None else ev.n  # seeds behind a trained claim; '-' computed directly
         lines.append("| " + " | ".join(_cell(c) for c in (
             claim.id, claim.text, claim.source, f"`{claim.command}`", evidence, n, f"**{v}**", reason)) + " |")
-    counts = {k: sum(r[2] == k for r in rows) for k in VERDICTS}
-    lines += ["", "Verdicts: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + ". Column n: seeds behind a "
-              "trained claim's verdict (the fewest over the quantities it judges; '-': computed, no training). "
-              "Intervals are 95% CIs over seeds; a trained claim needs >= 3 seeds to be more than inconclusive.",
+    lines += ["", summary(rows) + ". Column n: seeds behind a trained claim's verdict (the fewest over the quantities "
+              "it judges; '-': computed, no training). Intervals are 95% CIs over seeds; a trained claim needs >= 3 "
+              "seeds to be more than inconclusive. A claim of several parts is contradicted when every part is, "
+              "partly contradicted (naming the part) when some are, and inconclusive only when none is; its reason "
+              "gives each part's verdict.",
               "", "## Rules (thresholds) per claim", ""]
     lines += [f"{claim.id}. {_doc(claim.rule)}" for claim, *_ in rows]
     path = out_dir / "claims.md"

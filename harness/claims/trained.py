@@ -23,7 +23,7 @@ import yaml
 from harness import paths, results, stats, tasks
 from harness.claims import attention
 from harness.claims.judge import est, every, fewest, judge, put, show, unmeasured
-from harness.claims.table import VERDICTS, Evidence, by_parts, fmt, plot, verdict
+from harness.claims.table import N, VERDICTS, Evidence, by_parts, fmt, plot, verdict
 
 ENCODING_CONF = paths.conf_dir() / "encoding"
 MULTIPLES = (1, 2, 4, 8)
@@ -41,14 +41,35 @@ def _stale(df):
     return out
 
 
+# Where the repository commits the runs of each sweep the claims read (git-tracked under results/, DESIGN.md §1),
+# relative to results/. With --sweeps at the checkout's results/ (ctx.committed) a sweep is read from here and
+# nowhere else, only its own rows (results/reference also holds sweep qk_norm), and no checkpoint (*.pt is
+# git-ignored). Sweeps base_ablation, claims and prope have no committed rows.
+COMMITTED = {"default": "reference", "content": "content", "pretrained": "pretrained/pretrained",
+             "pretrained_precision": "pretrained/pretrained_precision"}
+
+
+def sweep_dir(ctx, sweep):
+    """The dir holding a sweep's runs: <sweeps>/<sweep>, or with ctx.committed its committed dir (None: none)."""
+    if not ctx.committed:
+        return Path(ctx.sweeps) / sweep
+    return Path(ctx.sweeps) / COMMITTED[sweep] if sweep in COMMITTED else None
+
+
 def rows(ctx, sweep):
-    """All fresh rows of a sweep (empty when it was not run); stale run_ids go to ctx.stale."""
+    """All fresh rows of a sweep (empty when it was not run, or with ctx.committed not committed); stale run_ids
+    go to ctx.stale, and a sweep without rows to ctx.missing (what the claim being measured lacks)."""
     if sweep not in ctx.cache:
-        path = Path(ctx.sweeps) / sweep
-        df = results.load(path) if path.exists() else pd.DataFrame(columns=results.COLUMNS)
+        path = sweep_dir(ctx, sweep)
+        df = results.load(path) if path is not None and path.exists() else pd.DataFrame(columns=results.COLUMNS)
+        if ctx.committed:
+            df = df[df.sweep == sweep]
         stale = _stale(df)
         ctx.stale.update(stale)  # run_ids read <sweep>/<run dir>
         ctx.cache[sweep] = df[~df.run_id.isin(stale)]
+        ctx.dirs[sweep] = path if len(df) else None
+    if ctx.cache[sweep].empty:
+        ctx.missing.append(f"rows of sweep {sweep}")
     return ctx.cache[sweep]
 
 
@@ -96,8 +117,10 @@ def _checkpoints(ctx, sweep, encoding=None):
     out = []
     for run_id, seed in df[["run_id", "seed"]].drop_duplicates().itertuples(index=False):
         d = Path(ctx.sweeps) / run_id
-        if (d / results.CHECKPOINT).exists():
+        if not ctx.committed and (d / results.CHECKPOINT).exists():  # committed runs have none (git-ignored)
             out.append((int(seed), d))
+    if len(df) and not out:
+        ctx.missing.append(f"checkpoints of sweep {sweep}" + (f" ({encoding})" if encoding else ""))
     return sorted(out)
 
 
@@ -171,12 +194,13 @@ def locality_rule(n):
     Spearman(base, distance) and max/min distance; each a 95% CI over seeds (>= 3 seeds, else inconclusive).
     Parts: the trend has the claim's sign (Spearman CI above 0; below 0 contradicts: a larger base is more
     local) and is not negligible (max/min CI above 1.1; below 1.1 contradicts: the base barely moves
-    locality). Both supported: supported; either contradicted: contradicted; otherwise inconclusive."""
+    locality). Both supported: supported; both contradicted: contradicted; one: partly contradicted; otherwise
+    inconclusive."""
     if unmeasured(n, ("spearman", "spread")):
-        return verdict(I, "not measured: run make sweep SWEEP=base_ablation (with checkpoints)")
+        return verdict(N, "not measured: run make sweep SWEEP=base_ablation (with checkpoints)")
     parts = [judge(est(n, "spearman"), 0.0, "above", label="Spearman(base, distance)"),
              judge(est(n, "spread"), 1.1, "above", label="max/min distance")]
-    return by_parts([(t, v) for v, t in parts], contradict_at=1)
+    return by_parts([(t, v) for v, t in parts])
 
 
 # ---- 5. learnable frequencies
@@ -218,7 +242,7 @@ def learned_freq_rule(n):
     (>= 3 seeds, else inconclusive): CI below 0.05: supported (barely moves); CI above 0.25: contradicted;
     otherwise inconclusive (between, or a CI overlapping [0.05, 0.25])."""
     if unmeasured(n, ("max_rel",)):
-        return verdict(I, "not measured: run make sweep (rope_learned_freq with checkpoints)")
+        return verdict(N, "not measured: run make sweep (rope_learned_freq with checkpoints)")
     return judge(est(n, "max_rel"), 0.05, "below", far=0.25, label="max change")
 
 
@@ -264,9 +288,9 @@ def bases_rule(n):
     at 1x (every d_1(b) CI below 0: it beats each other base; any CI above 0 contradicts), 1e4 best at 8x (the
     same with d_8), 100 poor at 1x (d_1(100) CI below 0), 1e5 worse at 8x (d_8(1e5) CI below 0); a part whose
     CI lies above 0 is contradicted. A tie (CI containing 0) is not a win. All parts supported: supported;
-    two or more contradicted: contradicted; otherwise inconclusive."""
+    all contradicted: contradicted; some: partly contradicted; otherwise inconclusive."""
     if not _diffs(n, 1) or unmeasured(n, [f"d{k}_{b}" for k in (1, 8) for b in _diffs(n, k)]):
-        return verdict(I, "not measured: run make sweep SWEEP=base_ablation")
+        return verdict(N, "not measured: run make sweep SWEEP=base_ablation")
     d = lambda k, b: est(n, f"d{k}_{b}")  # noqa: E731
     best = [every([judge(d(k, b), 0.0, "below", label=f"PPL(1e4) - PPL({b})") for b in _diffs(n, k)],
                   f"1e4 best at {k}x") for k in (1, 8)]

@@ -2,13 +2,15 @@
 with RoPE), 15 (RoPE vs a learned table in distribution). Same conventions as harness.claims.trained (its
 readers, per-seed values, stats intervals and judge rules)."""
 
+import json
 import math
+
 import pandas as pd
 
-from harness import stats
+from harness import encodings, stats
 from harness.claims.judge import est, every, fewest, judge, put, show, unmeasured, within
 from harness.claims.table import Evidence, by_parts, fmt, plot, verdict
-from harness.claims.trained import MULTIPLES, C, I, S, _col, _ratios, _states, _values, cells, log_ratio, rows
+from harness.claims.trained import MULTIPLES, C, I, N, S, _col, _ratios, _values, cells, log_ratio, rows
 
 # ---- 7 and 8. extrapolation
 SLIGHT, BAD = 1.10, 1.50  # PPL ratio vs 1x: < 1.10 slight, [1.10, 1.50) noticeable, >= 1.50 bad
@@ -43,10 +45,10 @@ def rope_lengths_rule(n):
     """RoPE's PPL ratio vs 1x, per seed, then a 95% CI over seeds (>= 3 seeds, else inconclusive); categories
     slight < 1.10 <= noticeable < 1.50 <= bad. Parts: 2x slight (CI below 1.10), 4x noticeable (CI inside
     (1.10, 1.50)), 8x bad (CI above 1.50); a part whose CI lies on the other side is contradicted. All
-    supported: supported; two or more contradicted, or the ratio clearly falls with length (a paired CI of
-    r4 - r2 or r8 - r4 below 0): contradicted; otherwise inconclusive."""
+    supported: supported; all contradicted, or the ratio clearly falls with length (a paired CI of r4 - r2 or
+    r8 - r4 below 0): contradicted; some: partly contradicted; otherwise inconclusive."""
     if unmeasured(n, ("r2", "r4", "r8")):
-        return verdict(I, "not measured: run make sweep")
+        return verdict(N, "not measured: run make sweep")
     for a, b in ((4, 2), (8, 4)):
         v, t = judge(est(n, f"r{a}_minus_r{b}"), 0.0, "above", label=f"{a}x - {b}x ratio")
         if v == C:
@@ -78,10 +80,10 @@ def absolute_vs_bias_rule(n):
     """PPL ratio 8x / 1x per seed, then a 95% CI over seeds (>= 3 seeds, else inconclusive). Parts: learned
     cannot extrapolate (CI above 1.50); sinusoidal only slightly (CI above 1.05, and the paired CI of
     sinusoidal - learned below 0); ALiBi extrapolates (CI below 1.05); T5 extrapolates (CI below 1.05). A part
-    whose CI lies on the other side is contradicted. All supported: supported; two or more contradicted:
-    contradicted; otherwise inconclusive."""
+    whose CI lies on the other side is contradicted. All supported: supported; all contradicted:
+    contradicted; some: partly contradicted; otherwise inconclusive."""
     if unmeasured(n, [f"r8_{e}" for e in ENCS_8]):
-        return verdict(I, "not measured: run make sweep")
+        return verdict(N, "not measured: run make sweep")
     sin = every([judge(est(n, "r8_sinusoidal"), EXTRAPOLATES, "above", label="8x/1x"),
                  judge(est(n, "r8_sinusoidal_minus_learned"), 0.0, "below", label="minus learned's")],
                 "sinusoidal only slightly")
@@ -119,7 +121,7 @@ def linear(ctx):
             s = stats.summarize(loss, "step")  # per step: mean, lo, hi over seeds
             curves[label] = (s.step.tolist(), s["mean"].tolist(), s.lo.tolist(), s.hi.tolist())
     png = plot(ctx.out / "c09_linear.png", curves, xlabel="step", ylabel="train loss (nats; 95% CI over seeds)",
-               title="Linear attention (RoPE in the numerator) vs softmax")
+               title="Linear attention (RoPE in the numerator) vs softmax") if "linear rope" in curves else None
     T = _values(lin, "train_len")
     return Evidence(n, f"PPL at the train length {T}, over seeds: {show(est(n, 'ppl_linear_rope'), 'linear+RoPE')}, "
                        f"{show(est(n, 'ppl_linear_nope'), 'linear NoPE')}, "
@@ -133,18 +135,34 @@ def linear_rule(n):
     """Sweep claims (causal linear attention), per seed, then 95% CIs over seeds (>= 3 seeds, else
     inconclusive). Parts: it trains (final / first logged train loss of linear+RoPE, CI below 0.6) and RoPE
     helps (paired PPL difference linear+RoPE - linear NoPE at the train length, CI below 0). Both supported:
-    supported; either contradicted (loss CI above 0.6, or the difference CI above 0): contradicted; otherwise
-    inconclusive (a tie is inconclusive). The ratio to softmax+RoPE (sweep default) is reported, not judged."""
+    supported; both contradicted (loss CI above 0.6, and the difference CI above 0): contradicted; one: partly
+    contradicted; otherwise inconclusive (a tie is inconclusive). The ratio to softmax+RoPE (sweep default) is
+    reported, not judged."""
     keys = ("loss_drop_linear_rope", "d_linear_rope_nope")
     if unmeasured(n, keys):
-        return verdict(I, "not measured: run make sweep SWEEP=claims")
+        return verdict(N, "not measured: run make sweep SWEEP=claims")
     parts = [judge(est(n, "loss_drop_linear_rope"), 0.6, "below", label="trains: final/first loss"),
              judge(est(n, "d_linear_rope_nope"), 0.0, "below", label="beats NoPE: PPL linear+RoPE - NoPE")]
-    v, reason = by_parts([(t, x) for x, t in parts], contradict_at=1)
+    v, reason = by_parts([(t, x) for x, t in parts])
     return v, reason + f"; {show(est(n, 'linear_over_softmax'), 'PPL / softmax+RoPE PPL')} (not judged)"
 
 
 # ---- 15. RoPE vs learned in distribution
+def encoding_params(df, name):
+    """Parameters (state_dict numel) of `name`'s encoding built as its runs built it: the model dims and the
+    encoding's own parameters of its train rows (row-only keys such as cpu_isa dropped); NaN without such rows.
+    The model holds the encoding as `encoding`, so this is a checkpoint's encoding.* count, exactly, without
+    the checkpoint (git-ignored, while rows are committed); the count does not depend on training or seed."""
+    train = df[(df.encoding == name) & (df.protocol == "train")]
+    if train.empty:
+        return math.nan
+    r = train.iloc[0]
+    own = {k: v for k, v in json.loads(r.params).items() if k in encodings.parameters(name)}
+    enc = encodings.build(name, d_model=int(r.d_model), n_heads=int(r.n_heads), head_dim=int(r.head_dim),
+                          n_layers=int(r.n_layers), **own)
+    return float(sum(v.numel() for v in enc.state_dict().values()))
+
+
 def rope_vs_learned(ctx):
     df = rows(ctx, "default")
     t = cells(df, "ppl", 1)  # (seed x encoding) PPL at the train length
@@ -155,10 +173,7 @@ def rope_vs_learned(ctx):
     # paired on log PPL: the CI of the mean log ratio, shown as a ratio (geometric mean over seeds)
     log_ratio(n, "ratio_rope_learned", rope, learned)
     for e in ("rope", "learned"):
-        states = _states(ctx, "default", e)
-        state = states[min(states)] if states else None  # the parameter count does not depend on the seed
-        n[f"params_{e}"] = (float(sum(v.numel() for k, v in state.items() if k.startswith("encoding.")))
-                            if state is not None else math.nan)
+        n[f"params_{e}"] = encoding_params(df, e)
     return Evidence(n, f"PPL at the train length {_values(df, 'train_len')}, paired by seed: "
                        f"{show(est(n, 'ratio_rope_learned'), 'rope/learned')} ({show(est(n, 'ppl_rope'), 'rope')} with "
                        f"{fmt(n['params_rope'])} encoding params, {show(est(n, 'ppl_learned'), 'learned')} with "
@@ -166,13 +181,14 @@ def rope_vs_learned(ctx):
 
 
 def rope_vs_learned_rule(n):
-    """RoPE's encoding parameters counted in a checkpoint (exact) and PPL(rope) / PPL(learned) at the train
-    length, paired by seed (stats.paired on log PPL: a geometric-mean ratio with a 95% CI over seeds; >= 3
-    seeds, else inconclusive). Zero parameters and the ratio's CI below 1.03 (matches or beats): supported;
-    parameters > 0 or the CI above 1.10: contradicted; otherwise inconclusive."""
+    """RoPE's encoding parameters (exact: its encoding built as its runs' rows say) and PPL(rope) / PPL(learned)
+    at the train length, paired by seed (stats.paired on log PPL: a geometric-mean ratio with a 95% CI over
+    seeds; >= 3 seeds, else inconclusive). Zero parameters and the ratio's CI below 1.03 (matches or beats):
+    supported; parameters > 0 and the CI above 1.10: contradicted; one of them: partly contradicted; otherwise
+    inconclusive."""
     if unmeasured(n, ("ratio_rope_learned",)):
-        return verdict(I, "not measured: run make sweep")
+        return verdict(N, "not measured: run make sweep")
     p = n.get("params_rope", math.nan)
-    zero = (I if math.isnan(p) else S if p == 0 else C, f"{fmt(p)} RoPE encoding params")
+    zero = (I if math.isnan(p) else S if p == 0 else C, f"zero params: {fmt(p)} RoPE encoding params")
     match = judge(est(n, "ratio_rope_learned"), 1.03, "below", far=1.10, label="PPL rope/learned")
-    return by_parts([(t, v) for v, t in (zero, match)], contradict_at=1)
+    return by_parts([(t, v) for v, t in (zero, match)])

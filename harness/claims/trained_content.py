@@ -5,7 +5,7 @@ test set), judged on the 95% CI of the paired difference (harness.stats.paired).
 from harness import stats
 from harness.claims.judge import est, fewest, judge, put, put_nan, show, unmeasured
 from harness.claims.table import Evidence, by_parts, verdict
-from harness.claims.trained import I, _col, _values, cells, rows
+from harness.claims.trained import N, _col, _values, cells, rows
 
 LENGTHS = (1, 4)  # the train length and 4x it (the content sweep tests 1x..4x)
 
@@ -34,9 +34,9 @@ def cope_counts(ctx):
 
 def cope_counts_rule(n):
     """acc(cope) - acc(rope) on the count task, paired by seed (>= 3 seeds, else inconclusive), at 1x and at 4x the
-    train length: each part holds when its CI lies above 0 and fails when it lies below 0. Both hold: supported; two
-    fail: contradicted; otherwise inconclusive."""
+    train length: each part holds when its CI lies above 0 and fails when it lies below 0. Both hold: supported; both
+    fail: contradicted; one fails: partly contradicted; otherwise inconclusive."""
     if unmeasured(n, [f"d{k}" for k in LENGTHS]):
-        return verdict(I, "not measured: run make sweep SWEEP=content (cope and rope on count)")
+        return verdict(N, "not measured: run make sweep SWEEP=content (cope and rope on count)")
     parts = [judge(est(n, f"d{k}"), 0.0, "above", label=f"{k}x cope - rope accuracy") for k in LENGTHS]
     return by_parts([(t, v) for v, t in parts])

@@ -4,7 +4,7 @@ harness.claims.trained: per-seed values, paired by seed, judged on the 95% CI (s
 as a geometric-mean ratio)."""
 from harness.claims.judge import est, fewest, judge, show, unmeasured
 from harness.claims.table import Evidence, by_parts, verdict
-from harness.claims.trained import I, _col, _values, cells, log_ratio, rows
+from harness.claims.trained import N, _col, _values, cells, log_ratio, rows
 
 NO_HARM = (1.03, 1.10)  # PPL ratio at 1x: CI below 1.03 does not hurt; CI above 1.10 hurts
 P_ROPE = (0.25, 0.75)  # Barbero et al.'s rope_percentage values (sweep prope)
@@ -24,11 +24,12 @@ def rnope_vs_rope(ctx):
 def rnope_vs_rope_rule(n):
     """PPL(rnope_swa) / PPL(rope) at 4x and 8x the train length, paired by seed on log PPL (geometric-mean ratio
     with a 95% CI; >= 3 seeds, else inconclusive). Each length's CI below 1: that part holds; above 1:
-    contradicted. Both hold: supported; one contradicted: contradicted; otherwise inconclusive."""
+    contradicted. Both hold: supported; both contradicted: contradicted; one: partly contradicted; otherwise
+    inconclusive."""
     if unmeasured(n, ("r4", "r8")):
-        return verdict(I, "not measured: run make sweep (rnope_swa and rope)")
+        return verdict(N, "not measured: run make sweep (rnope_swa and rope)")
     parts = [judge(est(n, f"r{k}"), 1.0, "below", label=f"{k}x rnope_swa/rope") for k in (4, 8)]
-    return by_parts([(t, v) for v, t in parts], contradict_at=1)
+    return by_parts([(t, v) for v, t in parts])
 
 
 # ---- 17. p-RoPE vs RoPE
@@ -49,11 +50,11 @@ def prope_vs_rope(ctx):
 def prope_vs_rope_rule(n):
     """PPL(p-RoPE, rope_type proportional) / PPL(RoPE) for p = 0.25 and 0.75, paired by seed on log PPL (>= 3
     seeds, else inconclusive). Per p: at the train length the CI below 1.03 (does not hurt; above 1.10: hurts,
-    contradicted); at 8x the CI below 1 (helps; above 1: contradicted). All parts hold: supported; two
-    contradicted: contradicted; otherwise inconclusive."""
+    contradicted); at 8x the CI below 1 (helps; above 1: contradicted). All parts hold: supported; all
+    contradicted: contradicted; some: partly contradicted; otherwise inconclusive."""
     keys = [f"p{p}_r{k}" for p in P_ROPE for k in (1, 8)]
     if unmeasured(n, keys):
-        return verdict(I, "not measured: run make sweep SWEEP=prope (and SWEEP=default)")
+        return verdict(N, "not measured: run make sweep SWEEP=prope (and SWEEP=default)")
     parts = []
     for p in P_ROPE:
         parts.append(judge(est(n, f"p{p}_r1"), NO_HARM[0], "below", far=NO_HARM[1], label=f"p={p} at 1x"))

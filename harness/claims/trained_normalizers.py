@@ -5,7 +5,7 @@ Same conventions as harness.claims.trained: per-seed values of sweep default, pa
 (stats.paired on log PPL, shown as a geometric-mean ratio)."""
 from harness.claims.judge import est, fewest, judge, show, unmeasured
 from harness.claims.table import Evidence, by_parts, verdict
-from harness.claims.trained import I, _col, _values, cells, log_ratio, rows
+from harness.claims.trained import N, _col, _values, cells, log_ratio, rows
 from harness.claims.trained_layers import NO_HARM
 
 LENGTHS = (1, 8)  # the train length and 8x it
@@ -31,8 +31,8 @@ def stick_breaking_vs_rope(ctx):
 def stick_breaking_vs_rope_rule(n):
     """PPL(stick_breaking) / PPL(rope), paired by seed on log PPL (>= 3 seeds, else inconclusive). At the train
     length the CI below 1.03 (no PE costs nothing; above 1.10: contradicted); at 8x the CI below 1 (it extrapolates
-    better than RoPE; above 1: contradicted). Both hold: supported; two contradicted: contradicted; otherwise
-    inconclusive."""
+    better than RoPE; above 1: contradicted). Both hold: supported; both contradicted: contradicted; one:
+    partly contradicted; otherwise inconclusive."""
     return _matches_and_beats(n, ("r1", "1x stick_breaking/rope"), ("r8", "8x stick_breaking/rope"),
                               "stick_breaking and rope")
 
@@ -41,7 +41,7 @@ def _matches_and_beats(n, matches, beats, runs):
     """The verdict of two ratio parts, each (key, label): `matches` with its CI below NO_HARM[0] (above NO_HARM[1]:
     contradicted), `beats` with its CI below 1 (above 1: contradicted); by_parts combines them."""
     if unmeasured(n, (matches[0], beats[0])):
-        return verdict(I, f"not measured: run make sweep ({runs})")
+        return verdict(N, f"not measured: run make sweep ({runs})")
     parts = [judge(est(n, matches[0]), NO_HARM[0], "below", far=NO_HARM[1], label=matches[1]),
              judge(est(n, beats[0]), 1.0, "below", label=beats[1])]
     return by_parts([(t, v) for v, t in parts])
@@ -54,10 +54,10 @@ def sigmoid_vs_softmax(ctx):
 
 def sigmoid_vs_softmax_rule(n):
     """PPL(sigmoid_alibi) / PPL(alibi), paired by seed on log PPL (>= 3 seeds, else inconclusive). At 1x and at 8x
-    the CI below 1.03 (matches; above 1.10: worse, contradicted). Both hold: supported; two contradicted:
-    contradicted; otherwise inconclusive."""
+    the CI below 1.03 (matches; above 1.10: worse, contradicted). Both hold: supported; both contradicted:
+    contradicted; one: partly contradicted; otherwise inconclusive."""
     if unmeasured(n, ("r1", "r8")):
-        return verdict(I, "not measured: run make sweep (sigmoid_alibi and alibi)")
+        return verdict(N, "not measured: run make sweep (sigmoid_alibi and alibi)")
     parts = [judge(est(n, f"r{k}"), NO_HARM[0], "below", far=NO_HARM[1], label=f"{k}x sigmoid_alibi/alibi")
              for k in LENGTHS]
     return by_parts([(t, v) for v, t in parts])
@@ -78,6 +78,6 @@ def fox_vs_alibi(ctx):
 def fox_vs_alibi_rule(n):
     """At 8x the train length, paired by seed on log PPL (>= 3 seeds, else inconclusive): PPL(fox) / PPL(alibi)
     with its CI below 1.03 (like ALiBi; above 1.10: contradicted) and PPL(fox) / PPL(rope) with its CI below 1
-    (better than RoPE; above 1: contradicted). Both hold: supported; two contradicted: contradicted; otherwise
-    inconclusive."""
+    (better than RoPE; above 1: contradicted). Both hold: supported; both contradicted: contradicted; one:
+    partly contradicted; otherwise inconclusive."""
     return _matches_and_beats(n, ("alibi8", "8x fox/alibi"), ("rope8", "8x fox/rope"), "fox, alibi and rope")
