@@ -166,8 +166,11 @@ ATTENTION_FORMS = re.compile(r"scaled_dot_product_attention|\bsoftmax\(|(?<!atte
 def _sources():
     for path in sorted((ROOT / "harness").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        # harness/bench/probes/: one-off GPU kernel probes (their `tile.rotate` is a Triton tile kernel, not a hook)
-        if rel == "harness/attention.py" or rel.startswith(("harness/encodings/", "harness/bench/probes/")):
+        # harness/bench/probes/: one-off GPU kernel probes (their `tile.rotate` is a Triton tile kernel, not a hook);
+        # harness/pretrained/banded.py: an attention function for transformers' own models (AttentionInterface),
+        # which rotate with their own RoPE; the harness's models never reach it
+        if rel in ("harness/attention.py", "harness/pretrained/banded.py") or \
+                rel.startswith(("harness/encodings/", "harness/bench/probes/")):
             continue
         yield rel, path.read_text()
 
