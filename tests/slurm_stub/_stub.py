@@ -38,14 +38,18 @@ def sbatch(args):
     counter = STATE / "next_id"
     job = int(counter.read_text()) if counter.exists() else 1000
     counter.write_text(str(job + 1))
-    (STATE / f"{job}.sbatch").write_text(script)
+    # the scheduler runs this copy, as SLURM runs the script as it was at submission: submitit moves the file it
+    # passed into the job's folder once sbatch returns, and a scheduler slow to start (a loaded machine) found
+    # nothing at script_path and died, leaving every task PENDING
+    copy = STATE / f"{job}.sbatch"
+    copy.write_text(script)
     flags = _flags(script)
     m = re.fullmatch(r"(\d+)-(\d+)(?:%(\d+))?", flags.get("array") or "0-0")
     tasks = list(range(int(m.group(1)), int(m.group(2)) + 1))
     for t in tasks:
         _set(STATE / f"{job}_{t}.state", "PENDING")
     parallel = int(m.group(3) or len(tasks))
-    subprocess.Popen([sys.executable, __file__, "_schedule", str(job), str(script_path), str(parallel),
+    subprocess.Popen([sys.executable, __file__, "_schedule", str(job), str(copy), str(parallel),
                       *map(str, tasks)], start_new_session=True, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL)
     print(f"Submitted batch job {job}")
