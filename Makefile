@@ -22,13 +22,18 @@ BENCH_ENV := GLIBC_TUNABLES=glibc.malloc.mmap_threshold=268435456:glibc.malloc.t
 SWEEP ?= default
 SEEDS ?=   # empty: the preset's own seed count (default 3, claims 5); SEEDS=5 runs seeds 0..4
 RESULTS ?= results/sweeps
-CLAIMS_OUT ?= $(RESULTS)/claims  # the committed results/claims is regenerated from committed rows: docs/claims.md
+# the committed results/claims is regenerated from committed rows: docs/claims.md (the comment is on its own line:
+# one after the value would leave its spaces in it, and in make help)
+CLAIMS_OUT ?= $(RESULTS)/claims
 
-.PHONY: help install pretrained-install pretrained test test-fast faults sweep report bench bench-check readme-tables eval claims conformance conformance-data conformance-field clean
+.PHONY: help install pretrained-install pretrained test test-fast faults quick sweep report bench bench-check readme-tables eval claims conformance conformance-data conformance-field clean
 
+# The descriptions go through make's own expansion (eval of an assignment), so any variable they name prints as
+# its value, command-line overrides included; lines travel joined by \a, # escaped for the assignment, ' for printf.
 help:  ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14 \
-		| sed 's|$$(RESULTS)|$(RESULTS)|g; s|$$(SWEEP)|$(SWEEP)|g; s|$$(BENCH_DEVICE)|$(BENCH_DEVICE)|g; s|$$(CLAIMS_OUT)|$(CLAIMS_OUT)|g'
+	$(eval HELP_TEXT := $(shell grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/; s/#/\\#/g' | expand -t 14 \
+		| tr '\n' '\a'))
+	@printf '%s' '$(subst ','\'',$(HELP_TEXT))' | tr '\a' '\n'
 
 install: $(STAMP)  ## build .venv: torch (CPU; TORCH_INDEX) first, then the package with the dev extra
 
@@ -95,6 +100,12 @@ endif
 sweep: install $(if $(filter pretrained%,$(SWEEP)),pretrained-install)  ## train + measure every run of preset SWEEP (default: all encodings, lm), then the report
 	$(PY) -m harness -m sweep=$(SWEEP) $(if $(strip $(SEEDS)),seeds=$(strip $(SEEDS)))
 	$(MAKE) --no-print-directory report
+
+# The first minute: rope vs alibi, one seed, a few steps (conf/sweep/quick.yaml), then its report; W&B off.
+quick: install  ## the first minute: rope vs alibi, 1 seed, 100 steps, eval 1x-8x, then the report -> $(RESULTS)/quick/report.md
+	$(PY) -m harness -m sweep=quick out=$(dir $(RESULTS))
+	$(PY) -m harness.report $(RESULTS)/quick --wandb disabled
+	@echo "make quick: open $(RESULTS)/quick/report.md (figure: $(RESULTS)/quick/extrapolation_lm.png)"
 
 # The report's attention-paths section: the CSVs of python -m harness.bench.flex_bench (FLEX_CSV= for none).
 FLEX_CSV ?= $(wildcard results/flex/*.csv)

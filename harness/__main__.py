@@ -7,6 +7,7 @@ line on stderr (exit 2) instead of a traceback; multirun also gets a sweep-wide 
 Where jobs run is only the launcher (conf/hydra/launcher: joblib, submitit_local, submitit_slurm, ray);
 `torchrun --nproc_per_node N -m harness ...` trains one job on N processes (harness.infra.distributed)."""
 import contextlib
+import logging
 import os
 import sys
 import threading
@@ -81,6 +82,40 @@ def _watch(sweep_dir: Path, total: int, stop: threading.Event):
     bar.close()
 
 
+# The job's own lines (what the runner prints: ok/failed/skip/rerun/busy ...) as records of this logger, which
+# conf/config.yaml's hydra.job_logging sends to the run dir's harness.log only (the console has them from print).
+JOB_LOG = logging.getLogger("harness.job")
+
+
+class _LinesToLog:
+    """sys.stdout during one job: every write passes through unchanged; each whole line the job's thread prints is
+    also a record of JOB_LOG. Other threads (the sweep's W&B logger) print about other runs: not logged here."""
+
+    def __init__(self, out):
+        self._out, self._thread, self._part = out, threading.get_ident(), ""
+
+    def write(self, s):
+        n = self._out.write(s)
+        if threading.get_ident() == self._thread:
+            *lines, self._part = (self._part + s).split("\n")
+            for line in lines:
+                if line.strip():
+                    JOB_LOG.info(line)
+        return n
+
+    def __getattr__(self, name):  # flush, isatty, fileno, encoding: the real stream's
+        return getattr(self._out, name)
+
+
+@contextlib.contextmanager
+def _job_log():
+    tee = _LinesToLog(sys.stdout)
+    with contextlib.redirect_stdout(tee):
+        yield
+    if tee._part.strip():  # a last line printed without its newline
+        JOB_LOG.info(tee._part)
+
+
 @hydra.main(version_base="1.3", config_path=CONF, config_name="config")
 def main(cfg):
     try:
@@ -95,8 +130,10 @@ def main(cfg):
     distributed.setup(c.device)
     # a sweep leaves a run another process is computing to it (its end waits); one run waits for it
     # a sweep's jobs leave their W&B record to the sweep's process (_log_pending): W&B out of the measured process
-    status = runner.run(c, run_dir, run_id=f"{c.sweep}/{run_dir.name}",
-                        busy="wait" if hc.mode == RunMode.RUN else "skip", log_wandb=hc.mode == RunMode.RUN)
+    with _job_log():
+        JOB_LOG.info(f"start {c.sweep}/{run_dir.name}")  # the log's own (the console has the progress bars)
+        status = runner.run(c, run_dir, run_id=f"{c.sweep}/{run_dir.name}",
+                            busy="wait" if hc.mode == RunMode.RUN else "skip", log_wandb=hc.mode == RunMode.RUN)
     if status["status"] == "failed" and hc.mode == RunMode.RUN:
         sys.exit(1)
     return status["status"]

@@ -11,7 +11,15 @@ Vocabulary. `n` = number of seeds with a finite value (NaN/inf are dropped, neve
 (`Paired.significant`); one seed decides nothing (n < 2 gives NaN intervals and p-values, and a column
 measured on one seed cannot be separated from the best).
 
-Methods are scipy.stats' and statsmodels' (t, ttest_rel, permutation_test, bootstrap, Holm); written
+Kinds. An interval respects the scale of what it bounds, one function per kind (`KINDS`, ranges in `RANGES`;
+harness.report.bounds says which kind a metric is, by its unit): `real` (`interval`: signed quantities, and every
+paired difference, `paired`), `trials` (`trials_interval`: 0/1 outcomes, k of n, Wilson), `proportion`
+(`proportion_interval`: a mean of per-seed fractions), `nonnegative` (`nonnegative_interval`: losses, entropies,
+lengths that can be 0) and `ratio` (`ratio_interval`: positive ratio-scale quantities, on the log scale). A t
+interval drawn on an accuracy or a throughput runs outside what the quantity can be (grid2d's accuracy band
+reached -0.5 and 2.0); these kinds keep every bound inside.
+
+Methods are scipy.stats' and statsmodels' (t, ttest_rel, permutation_test, bootstrap, Holm, Wilson); written
 here is only what neither has: seed tables, best-and-ties, SNR and the mean reciprocal rank."""
 import functools
 from dataclasses import dataclass
@@ -88,14 +96,10 @@ def _t_quantiles(level, df):
 def interval(x, level=LEVEL, method="t", n_boot=10_000, seed=0) -> Interval:
     """Mean of per-seed values x with a Student-t, percentile-bootstrap or (0/1 values) Wilson CI (NaN/inf dropped)."""
     _check([method], INTERVAL_METHODS)
+    if method == "wilson":
+        return trials_interval(x, level)
     x = _finite(x)
     n, mean = len(x), float(x.mean()) if len(x) else NAN
-    if method == "wilson" and n:  # k successes of n: statsmodels' proportion_confint, defined from n = 1 on
-        if not np.isin(x, (0.0, 1.0)).all():
-            raise ValueError(f"method 'wilson' is for proportions: every value 0 or 1, got {sorted(set(x))[:5]}")
-        from statsmodels.stats.proportion import proportion_confint
-        lo, hi = proportion_confint(int(x.sum()), n, alpha=1 - level, method="wilson")
-        return Interval(n, mean, float(x.std(ddof=1)) if n > 1 else NAN, float(lo), float(hi))
     if n < 2:
         return Interval(n, mean, NAN, NAN, NAN)
     std = float(x.std(ddof=1))
@@ -110,15 +114,110 @@ def interval(x, level=LEVEL, method="t", n_boot=10_000, seed=0) -> Interval:
     return Interval(n, mean, std, float(lo), float(hi))
 
 
-def summarize(df, by, *, value="value", seed="seed", level=LEVEL, method="t") -> pd.DataFrame:
-    """One row per group of `by`: n, mean, std, lo, hi, half over seeds (rows of one seed averaged first)."""
+def trials_interval(x, level=LEVEL) -> Interval:
+    """k successes in n trials (x: one 0/1 outcome per trial, NaN/inf dropped): k/n with Wilson's score interval.
+
+    The counts are known here, so the interval is the binomial one: Wilson's (1927, "Probable inference, the law of
+    succession, and statistical inference", JASA 22:209-212), computed by statsmodels.stats.proportion.
+    proportion_confint(method="wilson"). It lies inside [0, 1] by construction and is defined from n = 1 on; with
+    k = 0 or k = n it still has width, unlike the Wald interval p ± z√(p(1-p)/n), which collapses to a point there."""
+    x = _finite(x)
+    n, mean = len(x), float(x.mean()) if len(x) else NAN
+    if not n:
+        return Interval(0, NAN, NAN, NAN, NAN)
+    if not np.isin(x, (0.0, 1.0)).all():
+        raise ValueError(f"method 'wilson' is for proportions: every value 0 or 1, got {sorted(set(x))[:5]}")
+    from statsmodels.stats.proportion import proportion_confint  # statsmodels loads at first use (DESIGN.md §6.6)
+    lo, hi = proportion_confint(int(x.sum()), n, alpha=1 - level, method="wilson")
+    return Interval(n, mean, float(x.std(ddof=1)) if n > 1 else NAN, float(lo), float(hi))
+
+
+def _clipped(iv, low, high) -> Interval:
+    """iv with lo, hi clipped to [low, high], never past its own mean (a KL summed to -1e-10 keeps its mean)."""
+    lo = max(iv.lo, min(low, iv.mean)) if iv.lo == iv.lo else iv.lo  # iv.lo == iv.lo: not NaN
+    hi = min(iv.hi, max(high, iv.mean)) if iv.hi == iv.hi else iv.hi
+    return Interval(iv.n, iv.mean, iv.std, float(lo), float(hi))
+
+
+def proportion_interval(x, level=LEVEL) -> Interval:
+    """Mean of per-seed proportions x in [0, 1] (each seed's accuracy over its many scored items) with the 95%
+    Student-t interval over seeds, clipped to [0, 1].
+
+    Why not Wilson: the counts behind a seed's accuracy (how many tokens or sequences it scored) are not in the rows,
+    and a seed's 1.0 is a fraction, not one trial; the uncertainty that matters across retrained models is the
+    seed-to-seed spread, which the t interval over seeds measures (trials_interval is for 0/1 trials).
+    Why clipped t and not the logit scale: intersecting an interval with [0, 1] removes only values a mean accuracy
+    cannot take, so the clipped interval covers the true mean exactly as often as the t interval does (no coverage
+    lost or gained), and it stays centred on the arithmetic mean that the tables print and the paired tests
+    compare. A logit-scale interval needs a finite logit of every seed: a seed at exactly 0 or 1 (grid2d's rope
+    scores 1.0 on every seed; longctx has 118 seq_acc rows at 0) has logit ±inf, and moving it inside would take a
+    pseudo-count of the items the rows do not record; and it is centred on expit(mean logit), not on the mean.
+    The clipping is stated wherever it shows: a clipped cell prints [lo, hi] instead of ± (harness.report.tables).
+    All seeds equal (1.0, 1.0, 1.0): [1, 1], the t interval's own answer to no spread between seeds."""
+    x = _finite(x)
+    if ((x < 0) | (x > 1)).any():
+        raise ValueError(f"a proportion is in [0, 1], got {sorted(set(x[(x < 0) | (x > 1)].tolist()))[:5]}; "
+                         f"use interval (kind real) for a quantity that is not one")
+    return _clipped(interval(x, level), *RANGES["proportion"])
+
+
+def nonnegative_interval(x, level=LEVEL) -> Interval:
+    """Mean of per-seed values that cannot be below 0 but can be 0 (a loss, an entropy, a KL, an effective length
+    of 0 = below the bar already at the shortest length), with the 95% t interval clipped at 0.
+
+    A loss that reaches 0 on one seed and not on another gives a t interval reaching below 0; cutting it at 0
+    removes only values the mean cannot take, so coverage is that of the t interval. A log scale (ratio_interval)
+    has no place for a value of 0. Values a little below 0 (a KL of 0 summed in fp32: about -1e-10) are kept; the
+    interval then stops at the mean."""
+    return _clipped(interval(x, level), *RANGES["nonnegative"])
+
+
+def ratio_interval(x, level=LEVEL) -> Interval:
+    """Geometric mean of positive ratio-scale values (perplexity, tokens/s, bytes, seconds) with the 95% t interval
+    of their logarithms, exponentiated: [exp(m - t s/√n), exp(m + t s/√n)], m and s the mean and sample std of
+    log x. std is the std of x itself (ddof=1).
+
+    The log-normal model of a positive quantity whose spread grows with its size (Limpert, Stahel & Abbt 2001,
+    "Log-normal distributions across the sciences: keys and clues", BioScience 51(5):341-352: the geometric mean
+    and the multiplicative interval x* ×/÷ (s*)^t); under it this interval is exact for the geometric mean (the
+    log-normal's median), and it is positive for every sample. It is not an interval for the arithmetic mean (that
+    is Cox's method, Zhou & Gao 1997, Statistics in Medicine 16:783-790), so the mean it goes with is the geometric
+    one. A value <= 0 has no logarithm: ValueError (a quantity that can be 0 is nonnegative_interval's)."""
+    x = _finite(x)
+    if (x <= 0).any():
+        raise ValueError(f"a ratio-scale value is > 0, got {sorted(set(x[x <= 0].tolist()))[:5]}; use nonnegative_interval "
+                         f"for a quantity that can be 0")
+    n = len(x)
+    if n == 0:
+        return Interval(0, NAN, NAN, NAN, NAN)
+    if (x == x[0]).all():  # one seed or no spread: the value itself, exactly (exp(log x) can be an ulp off)
+        v = float(x[0])
+        return Interval(n, v, 0.0 if n > 1 else NAN, v if n > 1 else NAN, v if n > 1 else NAN)
+    logs = interval(np.log(x), level)
+    return Interval(n, float(np.exp(logs.mean)), float(x.std(ddof=1)), float(np.exp(logs.lo)), float(np.exp(logs.hi)))
+
+
+KINDS = {"real": interval, "trials": trials_interval, "proportion": proportion_interval,
+         "nonnegative": nonnegative_interval, "ratio": ratio_interval}  # kind -> its interval over seeds
+INF = float("inf")
+RANGES = {"real": (-INF, INF), "trials": (0.0, 1.0), "proportion": (0.0, 1.0), "nonnegative": (0.0, INF),
+          "ratio": (0.0, INF)}  # kind -> (lowest, highest) its values and bounds take (ratio: > 0, strictly)
+
+
+def summarize(df, by, *, value="value", seed="seed", level=LEVEL, method="t", kind="real") -> pd.DataFrame:
+    """One row per group of `by`: n, mean, std, lo, hi, half over seeds (rows of one seed averaged first).
+    kind: a key of KINDS, the interval for the values' scale (method: real's, t / bootstrap / wilson)."""
     _check([method], INTERVAL_METHODS)
+    _check([kind], KINDS, "kind")
+    if kind != "real" and method != "t":
+        raise ValueError(f"method {method!r} is kind real's; kind {kind!r} has its own interval")
+    one = functools.partial(interval, method=method) if kind == "real" else KINDS[kind]
     by = [by] if isinstance(by, str) else list(by)
     _check(by + [value, seed], df.columns, "column")
     per_seed = df.groupby(by + [seed], dropna=False, sort=True)[value].mean()  # one value per (group, seed)
     rows = []
     for key, vals in per_seed.groupby(level=list(range(len(by))), dropna=False, sort=True):
-        iv = interval(vals.to_numpy(), level=level, method=method)
+        iv = one(vals.to_numpy(), level=level)
         key = key if isinstance(key, tuple) else (key,)
         rows.append(list(key) + [iv.n, iv.mean, iv.std, iv.lo, iv.hi, iv.half])
     return pd.DataFrame(rows, columns=by + ["n", "mean", "std", "lo", "hi", "half"])
@@ -181,12 +280,16 @@ def compare(table, reference, *, level=LEVEL, method="t") -> pd.DataFrame:
     return out
 
 
-def best_and_ties(table, lower_is_better=True, level=LEVEL) -> tuple[str, set]:
-    """(best column by mean, set of columns not separated from it by a paired CI or with paired n < 2)."""
+def best_and_ties(table, lower_is_better=True, level=LEVEL, kind="real") -> tuple[str, set]:
+    """(best column by mean, set of columns not separated from it by a paired CI or with paired n < 2).
+    kind: the mean is that of KINDS[kind] (a ratio's geometric mean), the one a report prints beside the mark; the
+    ties are the paired t test's on the values themselves, whatever the kind."""
+    _check([kind], KINDS, "kind")
     t = _finite_table(table)
     if t.shape[1] == 0:
         raise ValueError(f"no column with a finite value; columns: {list(table.columns)}")
-    best = t.mean().idxmin() if lower_is_better else t.mean().idxmax()
+    means = t.apply(lambda c: KINDS[kind](c.to_numpy()).mean)
+    best = means.idxmin() if lower_is_better else means.idxmax()
     ties = {c for c in t.columns if c != best and not paired(t[c], t[best], level=level).significant}
     return best, ties
 

@@ -60,8 +60,9 @@ def many_encodings(root, names, seeds=range(2)):
                        for lo in range(0, 512, 64)]
                 out += [dict(metric="train_loss", eval_len=None, protocol="train", value=3 - k / 50 + i / 20,
                              unit="nats", step=k) for k in range(0, 100, 20)]
-                out += [dict(metric=m, eval_len=64, protocol="train", value=v, unit="u") for m, v in
-                        (("train_tokens_per_s", 1e4 + 100 * i + 50 * s), ("peak_mem_bytes", 2e7 + 1e5 * i))]
+                out += [dict(metric=m, eval_len=64, protocol="train", value=v, unit=u) for m, v, u in
+                        (("train_tokens_per_s", 1e4 + 100 * i + 50 * s, "tokens/s"),
+                         ("peak_mem_bytes", 2e7 + 1e5 * i, "bytes"))]
                 out += [dict(metric="byte_acc", eval_len=L, protocol="nonoverlapping", value=0.5, unit="frac")
                         for L in LENS]
                 out += [dict(metric="effective_len_relative", eval_len=None, protocol="byte_acc:nonoverlapping",

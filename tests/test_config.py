@@ -85,6 +85,7 @@ AXES = {
     "pretrained_precision": {"pretrained.study": ["precision"], "pretrained.corpus": ["pystdlib", "kjv"],
                              "pretrained.windows": ["3"]},
     "prope": {"seed": range(3), "encoding.partial_rotary_factor": ["0.25", "0.75"]},
+    "quick": {"encoding": ["rope", "alibi"], "seed": range(1)},
     "qk_norm": {"seed": range(3), "encoding": ["rope", "nope"], "model.qk_norm": ["rms", "l2"]},
     "sizes": {"seed": range(3), "model": ["tiny", "small", "base"], "encoding": ["rope", "alibi"]},
     "transfer": {"seed": range(3), "budget": ["16x", "1x"], "proxy": ["smollm2", "none"]},

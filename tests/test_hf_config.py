@@ -417,6 +417,33 @@ def test_cli_prints_overrides_that_compose_to_the_same_rope(tmp_path, capsys):
     assert got == {k: v for k, v in want.items() if k != "head_dim"}
 
 
+@pytest.mark.parametrize("hf", [QWEN2_7B, LLAMA_31_8B, PHI35_MINI], ids=["plain", "dict", "lists"])
+def test_cli_prints_one_shell_quoted_line_that_the_harness_validates(hf, tmp_path, capsys):
+    """stdout is one line, shlex.join's quoting (what a POSIX shell reads back as the same argv), and that argv with
+    the model.head_dim the stderr hint names passes the CLI's own validation (harness.infra.preflight.validate:
+    compose, to_config and the encoding's checks), which is what `python -m harness <pasted line>` runs first."""
+    import json
+    import re
+    import shlex
+    import subprocess
+
+    from harness.hf_config import main
+    from harness.infra.preflight import validate
+    (tmp_path / "config.json").write_text(json.dumps(hf))
+    assert main([str(tmp_path / "config.json")]) == 0
+    out = capsys.readouterr()
+    assert out.out.endswith("\n") and out.out.count("\n") == 1, out.out[:300]
+    line = out.out.rstrip("\n")
+    argv = shlex.split(line)
+    assert shlex.join(argv) == line and argv[0] == "encoding=rope"
+    assert all("'" not in a for a in argv), argv  # the quotes are the shell's, not part of any override
+    # pasted into a real shell: the same argv items
+    shell = subprocess.run(["sh", "-c", f"printf '%s\\0' {line}"], capture_output=True, text=True, timeout=30)
+    assert shell.stdout.split("\0")[:-1] == argv, shell
+    (head_dim,) = re.findall(r"^# head_dim \d+: (model\.head_dim=\d+)", out.err, re.M)
+    assert validate([*argv, head_dim, f"out={tmp_path / 'out'}"]) == (None, 1)
+
+
 def test_cli_from_run_writes_the_fragment_and_refuses_in_one_line(tmp_path, capsys):
     import json
 

@@ -12,14 +12,14 @@ from matplotlib.collections import PolyCollection
 from harness import report, results, stats
 from harness.report import figures as report_figures
 from harness.report import plots as report_plots
-from harness.report.tables import fmt_ci
+from harness.report.tables import fmt_ci, fmt_interval
 from tests.report_runs import LENS, OWN, SEED_EFFECT, planted, run_rows, table_rows
 
 
 def test_planted_difference_is_significant_and_tie_is_marked(tmp_path):
     md = report.build([planted(tmp_path / "sweep")], tmp_path / "out").read_text()
     rows, block = table_rows(md, "### Perplexity, nonoverlapping")
-    assert "n = 4 seeds per cell; ± is the 95% t interval" in block
+    assert "n = 4 seeds per cell; a positive ratio-scale quantity: each cell is the geometric mean" in block
     assert "† tied with the best of its column (paired 95% CI of the difference contains 0)" in block
     for k in range(len(LENS)):
         best = [v for v in rows if rows[v][k].startswith("**")]
@@ -51,10 +51,11 @@ def test_snr_below_one_says_the_budget_cannot_separate(tmp_path):
 def test_cell_is_mean_and_t_interval_and_every_cell_has_one(tmp_path):
     md = report.build([planted(tmp_path / "sweep")], tmp_path / "out").read_text()
     rows, _ = table_rows(md, "### Perplexity, nonoverlapping")
-    x = np.array([6 + 64 / 512 + e for e in SEED_EFFECT])
+    x = np.log([6 + 64 / 512 + e for e in SEED_EFFECT])  # PPL is ratio-scale: the t interval of its logs
     lo, hi = scipy.stats.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=scipy.stats.sem(x))  # the 95% t CI
-    assert rows["rope"][0].strip("*† ") == fmt_ci(x.mean(), (hi - lo) / 2)
-    # every cell of every seed-aggregated table (a heading line with n >= 2) carries its ±
+    assert rows["rope"][0].strip("*† ") == fmt_interval(np.exp(x.mean()), np.exp(lo), np.exp(hi))
+    assert rows["rope"][0].strip("*† ") == "6.13 [5.78, 6.51]"  # the geometric mean; the arithmetic one is 6.1375
+    # every cell of every seed-aggregated table (a heading line with n >= 2) carries its interval (± or [lo, hi])
     lines = md.splitlines()
     checked = 0
     for i, line in enumerate(lines):
@@ -66,7 +67,7 @@ def test_cell_is_mean_and_t_interval_and_every_cell_has_one(tmp_path):
                 if not row.startswith("|"):
                     break
                 cells = [c.strip() for c in row.strip("|").split("|")][1:]
-                assert all("±" in c for c in cells if c != "—"), row
+                assert all("±" in c or "[" in c for c in cells if c != "—"), row
                 checked += 1
     assert checked >= 3
 
@@ -167,6 +168,15 @@ def test_fmt_ci_rounds_to_the_interval():
     assert fmt_ci(0.0008106, 3.9e-05) == "(8.11 ± 0.39)e-04"  # tiny values share one exponent
 
 
+def test_fmt_interval_says_pm_only_for_a_symmetric_interval():
+    assert fmt_interval(5.7234, 5.7234 - 0.0346, 5.7234 + 0.0346) == "5.723 ± 0.035"  # a t interval: as fmt_ci
+    assert fmt_interval(0.967, 0.90, 1.0) == "0.967 [0.900, 1.000]"  # clipped at 1: the bounds themselves
+    assert fmt_interval(20297.0, 19612.0, 20990.0) == "20300 [19610, 20990]"  # a geometric one, to tens
+    assert fmt_interval(16.0, 0.004, 900.0) == "20 [0.004, 900]"  # to tens; a positive lower end never reads 0
+    assert fmt_interval(0.0008106, 0.00077, 0.00085) == "(8.11 [7.70, 8.50])e-04"
+    assert fmt_interval(3.0, math.nan, math.nan) == "3"  # one seed
+
+
 def test_variant_labels_ignore_seed_and_position_bins(tmp_path):
     df = results.load(planted(tmp_path / "sweep"))
     df.loc[df.index[0], "params"] = json.dumps({"pos_lo": 0, "pos_hi": 64})
@@ -206,8 +216,9 @@ def test_wandb_summary_holds_the_over_seed_interval(tmp_path):
     t = json.loads(table.read_text())
     rows = [dict(zip(t["columns"], r)) for r in t["data"]]
     [cell] = [r for r in rows if (r["metric"], r["eval_len"], r["variant"]) == ("ppl", 64, "alibi")]
-    want = stats.interval([6 + 64 / 512 + SEED_EFFECT[s] + 1.0 + OWN[s] for s in range(4)])
+    want = stats.ratio_interval([6 + 64 / 512 + SEED_EFFECT[s] + 1.0 + OWN[s] for s in range(4)])  # PPL: a ratio
     assert cell["n"] == 4 and cell["mean"] == pytest.approx(want.mean) and cell["lo"] == pytest.approx(want.lo)
+    assert cell["kind"] == "ratio"
     assert report.log_summary([root], tmp_path / "none", "disabled") is None
     assert not (tmp_path / "none").exists()
 

@@ -19,7 +19,8 @@ def test_every_figure_has_at_most_8_curves_a_panel_and_no_two_alike(tmp_path, mo
         figs[str(path).rsplit("/", 1)[-1]] = fig
         return savefig(fig, path, *a, **k)
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", capture)
-    report.build([many_encodings(tmp_path / "sweep", list(ENCODINGS))], tmp_path / "out", kernel_max_len=256)
+    report.build([many_encodings(tmp_path / "sweep", list(ENCODINGS))], tmp_path / "out",
+                 kernel_max_len=256)
     assert {"extrapolation_lm.png", "nll_by_pos_lm.png", "training.png", "cost_lm.png", "extension_lm.png",
             "precision_model_kl.png", "precision_phase.png", "effective_length_lm.png"} <= set(figs)
     for name, fig in figs.items():

@@ -307,3 +307,85 @@ def test_wilson_interval_is_wilsons_closed_form_inside_0_1(k, n):
 def test_wilson_refuses_values_that_are_not_0_or_1():
     with pytest.raises(ValueError, match="method 'wilson' is for proportions"):
         stats.interval([0.0, 0.5, 1.0], method="wilson")
+
+
+# ---------------------------------------------------------------- interval kinds
+
+def test_proportion_interval_is_the_t_interval_clipped_to_0_1():
+    x = [0.9, 1.0, 1.0]  # a t interval reaches 1.11
+    t, iv = stats.interval(x), stats.proportion_interval(x)
+    assert t.hi > 1 and iv.hi == 1.0 and (iv.n, iv.mean, iv.std, iv.lo) == (t.n, t.mean, t.std, t.lo)
+    y = [0.40, 0.55, 0.47]  # inside [0, 1]: the t interval itself, bit for bit
+    assert stats.proportion_interval(y) == stats.interval(y)
+    assert stats.proportion_interval([0.0, 0.0, 0.3]).lo == 0.0
+    assert stats.proportion_interval([1.0, 1.0, 1.0]) == stats.Interval(3, 1.0, 0.0, 1.0, 1.0)  # no spread: [1, 1]
+    with pytest.raises(ValueError, match="a proportion is in \\[0, 1\\], got \\[1.2\\]"):
+        stats.proportion_interval([0.5, 1.2])
+
+
+def test_clipping_to_the_range_keeps_the_t_intervals_coverage():
+    # the clipped interval contains a mean in [0, 1] exactly when the t interval does: planted per-seed accuracies
+    # near 1 (Beta(20, 1): mean 20/21), 3 seeds; both intervals cover it in the same experiments
+    rng = np.random.default_rng(0)
+    p = 20 / 21
+    cover_t = cover_c = 0
+    for x in rng.beta(20, 1, size=(2000, 3)):
+        t, c = stats.interval(x), stats.proportion_interval(x)
+        cover_t += t.lo <= p <= t.hi
+        cover_c += c.lo <= p <= c.hi
+        assert 0 <= c.lo <= c.hi <= 1
+    assert cover_t == cover_c and 0.85 < cover_c / 2000 < 0.99  # skewed values, 3 seeds: near 95%, not exact
+
+
+def test_ratio_interval_is_the_t_interval_of_the_logs_exponentiated():
+    x = np.array([1000.0, 30000.0, 2000.0])
+    logs = np.log(x)
+    lo, hi = scipy.stats.t.interval(0.95, 2, loc=logs.mean(), scale=scipy.stats.sem(logs))
+    iv = stats.ratio_interval(x)
+    assert stats.interval(x).lo < 0 < iv.lo  # the t interval of a throughput ran below 0
+    assert (iv.mean, iv.lo, iv.hi) == (pytest.approx(np.exp(logs.mean())), pytest.approx(np.exp(lo)),
+                                       pytest.approx(np.exp(hi)))
+    assert iv.std == pytest.approx(x.std(ddof=1)) and iv.n == 3
+    assert stats.ratio_interval([6.1, 6.1]) == stats.Interval(2, 6.1, 0.0, 6.1, 6.1)  # the value itself, exactly
+    one = stats.ratio_interval([6.1, math.nan])
+    assert (one.n, one.mean) == (1, 6.1) and math.isnan(one.lo)
+    with pytest.raises(ValueError, match="a ratio-scale value is > 0, got \\[0.0\\]"):
+        stats.ratio_interval([3.0, 0.0])
+
+
+def test_ratio_interval_covers_a_lognormal_median_95_percent():
+    # Limpert et al. 2001: under a log-normal model exp(t interval of the logs) is exact for the median exp(mu)
+    rng = np.random.default_rng(1)
+    x = np.exp(rng.normal(2.0, 0.8, size=(4000, 3)))
+    cover = np.mean([(iv.lo <= np.exp(2.0) <= iv.hi) for iv in map(stats.ratio_interval, x)])
+    assert abs(cover - 0.95) < 0.015  # Monte Carlo error of 4000 experiments: 0.0034
+
+
+def test_nonnegative_interval_is_clipped_at_0_and_keeps_its_mean():
+    x = [0.0, 0.01, 0.6]
+    t, iv = stats.interval(x), stats.nonnegative_interval(x)
+    assert t.lo < 0 and (iv.lo, iv.hi, iv.mean) == (0.0, t.hi, t.mean)
+    kl = [-2e-10, -1e-10, -3e-10]  # a KL of 0 summed in fp32: the interval stops at the mean, not above it
+    assert stats.nonnegative_interval(kl).lo <= stats.nonnegative_interval(kl).mean
+
+
+def test_trials_interval_is_wilsons_and_the_kinds_cover_their_ranges():
+    x = [1.0, 1.0, 0.0, 1.0]
+    assert stats.trials_interval(x) == stats.interval(x, method="wilson")
+    assert set(stats.KINDS) == set(stats.RANGES)
+    with pytest.raises(ValueError, match="unknown kind 'log'"):
+        stats.summarize(_rows(), "variant", kind="log")
+    with pytest.raises(ValueError, match="method 'bootstrap' is kind real's"):
+        stats.summarize(_rows(), "variant", kind="ratio", method="bootstrap")
+    out = stats.summarize(_rows(), "variant", kind="ratio").set_index("variant")
+    assert out.loc["a", "mean"] == pytest.approx(np.exp(np.log([2.0, 4.0, 6.0]).mean()))  # seed 0 = mean(1, 3)
+    assert list(out.columns) == ["n", "mean", "std", "lo", "hi", "half"]
+
+
+def test_best_and_ties_picks_the_best_mean_of_the_kind():
+    # a: arithmetic mean 50.5, geometric 10; b: 20.5 and 20.49. The tables print the kind's mean beside the mark.
+    t = _table({"a": [1.0, 100.0], "b": [20.0, 21.0]})
+    assert stats.best_and_ties(t, lower_is_better=True)[0] == "b"
+    assert stats.best_and_ties(t, lower_is_better=True, kind="ratio")[0] == "a"
+    assert stats.best_and_ties(t, lower_is_better=False, kind="ratio")[0] == "b"
+    assert stats.best_and_ties(t, lower_is_better=True, kind="ratio")[1] == {"b"}  # ties: paired t on the values

@@ -1,6 +1,10 @@
 """`python -m harness.hf_config`: an HF config.json -> the Hydra overrides that make `encoding=rope` its RoPE (one
 layer type's, with --layer-type, where its rope parameters are per layer type), or a run dir -> HF's rope fragment
-(--from-run). Bad input is one `harness.hf_config: error:` line naming the file, exit 2."""
+(--from-run). Bad input is one `harness.hf_config: error:` line naming the file, exit 2.
+
+The overrides are one line on stdout, quoted for a POSIX shell (shlex.join): pasted after `python -m harness` it
+runs. Notes and the head_dim hint go to stderr as `#` lines, so stdout is the overrides alone."""
+import shlex
 from pathlib import Path
 
 from harness.config.hf_json import LayerTypeError, check_values, read_config, show  # noqa: F401 - read_config: its CLI's
@@ -9,13 +13,13 @@ from harness.config.overrides import hydra_value
 
 
 def overrides(params: dict) -> list:
-    """Hydra overrides that select these rope parameters (`python -m harness ...`); head_dim is the model's.
-    A dict or list is quoted for the shell and forced with ++ (rope.yaml's `scaling: {}` has no keys to
-    override)."""
+    """Hydra overrides that select these rope parameters (`python -m harness ...`), one argv item each (unquoted:
+    the CLI quotes them for the shell); head_dim is the model's. A dict or list is forced with ++ (rope.yaml's
+    `scaling: {}` has no keys to override)."""
     out = ["encoding=rope"]
     for k, v in params.items():
         if k != "head_dim" and v != {}:  # rope.yaml's scaling is {} already
-            out.append(f"'++encoding.{k}={hydra_value(v)}'" if isinstance(v, (dict, list)) else f"encoding.{k}={v}")
+            out.append(f"++encoding.{k}={hydra_value(v)}" if isinstance(v, (dict, list)) else f"encoding.{k}={v}")
     return out
 
 
@@ -112,7 +116,7 @@ def main(argv=None):
     except ValueError as e:
         print(f"harness.hf_config: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
-    print(" ".join(overrides(params)))
+    print(shlex.join(overrides(params)))  # one line a POSIX shell reads back as these argv items: paste it
     for note in notes:
         print(f"# {note}", file=sys.stderr)
     print(f"# head_dim {params['head_dim']}: model.head_dim={params['head_dim']}, or model.d_model / model.n_heads that "

@@ -12,8 +12,9 @@ from itertools import combinations
 import pandas as pd
 
 from harness import stats, transfer
+from harness.report import bounds
 from harness.report.confidence import mains
-from harness.report.plots import fig_curves, save
+from harness.report.plots import fig_curves, kind_of, save
 from harness.report.tables import render
 
 SCALE = {"n_params": "parameters", "train_tokens": "tokens", "train_flops": "FLOPs"}
@@ -95,14 +96,15 @@ def ladders(df):
 
 
 def fig_ladder(d, b, names, title):
-    """Mean metric against compute (× the cheapest rung), one panel per evaluation length, 95% t bands."""
+    """Mean metric against compute (× the cheapest rung), one panel per evaluation length, 95% bands of the
+    metric's kind (a ratio's, perplexity's, on a log axis; any other on a linear one)."""
     cost = {k: c / b.cost.iloc[0] for k, c in b.cost.items()}
     panel = d.rel.map(lambda r: f"{r:g}× train length")
-    s = stats.summarize(d.assign(variant=d.pair, compute=d.budget.map(cost), panel=panel),
-                        ["panel", "variant", "compute"])
+    s = bounds.summarize(d.assign(variant=d.pair, compute=d.budget.map(cost), panel=panel),
+                         ["panel", "variant", "compute"])
     order = [f"{r:g}× train length" for r in sorted(d.rel.dropna().unique())]
     return fig_curves(s, "compute", f"{title} against training compute (rungs {', '.join(names[k] for k in b.index)})",
-                      "training FLOPs, × the cheapest rung", title, panels=order)
+                      "training FLOPs, × the cheapest rung", title, logy=kind_of(s) == "ratio", panels=order)
 
 
 def section(df, out, made):

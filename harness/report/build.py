@@ -3,9 +3,9 @@
 (checks) the README's reference-summary block instead (harness.report.summary).
 
 Each curve or table row is a *variant* (harness.report.labels). Runs that differ only in their seed are
-one variant: every number is a mean over seeds with its 95% interval, and every aggregation over
-seeds goes through harness.stats (the sibling modules tables, plots, confidence, budget, lmeval and labels hold
-the pieces)."""
+one variant: every number is a mean over seeds with its 95% interval, on the metric's scale (harness.report.bounds:
+a proportion's interval stays in [0, 1], a ratio's is a geometric one), and every aggregation over seeds goes
+through harness.stats (the sibling modules tables, plots, confidence, budget, lmeval and labels hold the pieces)."""
 import argparse
 import json
 import sys
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness import results, stats
+from harness import results
 from harness.report import budget as report_budget
 from harness.report import chomsky as report_chomsky
 from harness.report import confidence as report_confidence
@@ -22,7 +22,7 @@ from harness.report import flex as report_flex
 from harness.report import throughput as report_throughput
 from harness.report import lmeval as report_lmeval
 from harness.report import longctx as report_longctx
-from harness.report import families, precision as report_precision, summary as report_summary
+from harness.report import bounds, families, precision as report_precision, summary as report_summary
 from harness.infra import wandb_sink
 from harness.measure.precision_pipelines import MAX_LEN
 from harness.report.labels import prepare, variants
@@ -54,8 +54,8 @@ def by_panel(d, x):
     """summarize frame by (variant, x); with several budgets one panel per budget, variants by their
     label without the budget part (columns panel, variant)."""
     if d.budget.nunique() > 1:
-        return stats.summarize(d.assign(panel=d.budget, variant=d.pair), ["panel", "variant", x])
-    return stats.summarize(d, ["variant", x])
+        return bounds.summarize(d.assign(panel=d.budget, variant=d.pair), ["panel", "variant", x])
+    return bounds.summarize(d, ["variant", x])
 
 
 def curve_key(d):
@@ -88,10 +88,10 @@ def cost_plot(tdf, df, out, made, task, reference=None):
         return []
     metric, _, title, d = m[0]
     L, where = (report_confidence.lengths(d, longest=False) or report_confidence.lengths(d))[-1]
-    q = stats.summarize(d[d.eval_len == L], "variant")
-    costs = [(label("train_tokens_per_s") + ": right is cheaper", stats.summarize(tp, "variant")),
+    q = bounds.summarize(d[d.eval_len == L], "variant")
+    costs = [(label("train_tokens_per_s") + ": right is cheaper", bounds.summarize(tp, "variant")),
              (label("peak_mem_bytes") + " of a train step: left is cheaper",
-              stats.summarize(mem.assign(value=mem.value / MiB), "variant"))]
+              bounds.summarize(mem.assign(value=mem.value / MiB), "variant"))]
     name = f"cost_{task}.png"
     groups, ref = families.of_rows(d, reference)
     save(fig_cost(q, costs, f"{title} at {L} ({where})" + (", log scale" if metric == "ppl" else ""),
@@ -125,7 +125,7 @@ def task_section(task, all_t, df, train_lens, out, made, reference=None):
     pk = select(tdf, "seq_acc", "depth=")
     if pk is not None:
         name = f"depths_{task}.png"
-        save(fig_passkey(stats.summarize(pk, ["variant", "protocol", "eval_len"])), out, name, made, tight=False)
+        save(fig_passkey(bounds.summarize(pk, ["variant", "protocol", "eval_len"])), out, name, made, tight=False)
         md += table(pk, "Sequence accuracy over needle depths (mean over depths per seed)") + [f"![depths]({name})\n"]
     md += cost_plot(tdf, df, out, made, task, reference)
     if not text.empty:
@@ -151,7 +151,7 @@ def training_section(df, out, made, reference=None):
     md = ["## Training\n"]
     if len(loss):
         groups, ref = families.of_rows(loss, reference)
-        save(fig_training(stats.summarize(loss, ["variant", "step"]), label("train_loss"), groups, ref), out,
+        save(fig_training(bounds.summarize(loss, ["variant", "step"]), label("train_loss"), groups, ref), out,
              "training.png", made, tight=False)
         md.append("![training](training.png)\n")
     if len(wall):
@@ -197,8 +197,12 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
                     f"seeds: {', '.join(str(int(s)) for s in seeds)} (n = {len(seeds)}); "
                     f"tasks: {', '.join(sorted(df.task.unique()))}; device: {', '.join(sorted(df.device.unique()))}; "
                     f"torch {', '.join(sorted(df.torch.unique()))}; git {', '.join(sorted(df.git_sha.unique()))}.\n",
-                    "Every number over seeds is `mean ± half-width of its 95% t interval`; a difference is called "
-                    "one only when its paired interval excludes zero, and one seed decides nothing.\n"]
+                    "Every number over seeds comes with its 95% interval on the metric's scale: `mean ± half-width` "
+                    "of the t interval; for a proportion (accuracy) or a quantity ≥ 0 (loss, effective length) that "
+                    "interval clipped to the range, shown `mean [lo, hi]` where clipped; for a positive ratio-scale "
+                    "quantity (perplexity, throughput, memory, time) the geometric mean `[lo, hi]` of the t interval "
+                    "of the logarithms. A difference is called one only when its paired t interval excludes zero, "
+                    "and one seed decides nothing.\n"]
     if df.attrs.get("failed"):
         md.append("**Failed runs left out:** " + "; ".join(f"`{p}` ({m})" for p, m in df.attrs["failed"]) + "\n")
     if df.attrs.get("skipped"):
@@ -269,12 +273,12 @@ def main(argv=None):
 
 
 def log_summary(paths, out, mode):
-    """The W&B summary of a report: every metric's over-seed mean, CI and n (harness.stats.summarize)."""
+    """The W&B summary of a report: every metric's over-seed mean, CI and n (bounds.summarize: each metric's kind)."""
     if mode == "disabled":
         return None
     df = results.load(*paths)
     df["variant"] = variants(df)
     keep = df[~df.metric.isin(["train_loss", "nll_by_pos"]) & ~df.metric.str.endswith("_stderr")]
-    summary = stats.summarize(keep, ["metric", "protocol", "eval_len", "variant"])
+    summary = bounds.summarize(keep, ["metric", "protocol", "eval_len", "variant"])
     return wandb_sink.log_summary(out, mode, ",".join(sorted(df.sweep.unique())), summary)
 

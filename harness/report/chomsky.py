@@ -4,7 +4,8 @@ encodings across tasks by mean reciprocal rank.
 Delétang et al. (ICLR 2023) and Ruoss et al. (ACL 2023) score a model on a task by its accuracy averaged over
 the test lengths beyond training; Kazemnejad et al. (NeurIPS 2023) rank encodings across tasks by mean
 reciprocal rank (MRR). Here, per run (one seed): the mean of `acc` over the eval lengths > train_len; per
-(task, encoding): mean ± 95% t interval over seeds (harness.stats via report_tables.ci_cells); across tasks:
+(task, encoding): mean ± 95% t interval over seeds, clipped to [0, 1] (an accuracy: harness.report.bounds, via
+report_tables.ci_cells); across tasks:
 stats.mrr_interval (bootstrap over seeds). A seed missing one of its OOD lengths (a NaN row) has no OOD mean:
 it is dropped, never averaged over the lengths it has."""
 import math
@@ -13,8 +14,10 @@ import pandas as pd
 
 from harness import stats
 from harness.tasks import chomsky
+from harness.report import bounds
 from harness.report.tables import ci_cells, fmt, render
 
+ACC = bounds.kind("acc", "frac")  # the rows of `rows` keep no unit: their kind, a proportion's
 TITLE = "## Chomsky-hierarchy tasks: OOD accuracy and mean reciprocal rank\n"
 
 
@@ -77,13 +80,13 @@ def section(df, by=None) -> str:
           "Tasks of Delétang et al. (ICLR 2023; harness/tasks/chomsky.py). OOD accuracy: per seed, the token accuracy "
           "on the answer bytes averaged over every eval length beyond the train length (lengths: "
           f"{', '.join(str(int(L)) for L in sorted(d[d.eval_len > d.train_len].eval_len.unique()))}); then mean ± "
-          "95% t interval over seeds. Chance is 1/2 on parity and even_pairs, 1/modulus (5) on modular_arithmetic.\n",
+          "95% t interval over seeds (clipped to [0, 1]). Chance is 1/2 on parity and even_pairs, 1/modulus (5) on modular_arithmetic.\n",
           "MRR (Kazemnejad et al. 2023): in each task the variants are ranked by mean OOD accuracy (1 = best, "
           "ties share the average rank); MRR is the mean over tasks of 1/rank, over the tasks where every ranked "
           "variant is measured. Its interval and P(best MRR) resample seeds within each task (bootstrap, "
           "stats.mrr_interval); with few seeds read them as optimistic.\n"]
     if ood.value.notna().any():
-        cells, line = ci_cells(ood.rename(columns={"task": "col"}), "col", lower=False, order=order)
+        cells, line = ci_cells(ood.rename(columns={"task": "col"}), "col", lower=False, order=order, kind=ACC)
         mrr, r = _mrr_cells(ood, order)
         cells = cells.join(mrr, how="left").fillna("—")
         ranked = [v for v in r.index if v in cells.index]
@@ -94,7 +97,7 @@ def section(df, by=None) -> str:
     else:
         md += ["No OOD accuracy: no eval length beyond the train length was measured.\n"]
     if ind.value.notna().any():
-        cells, line = ci_cells(ind.rename(columns={"task": "col"}), "col", lower=False, order=order)
+        cells, line = ci_cells(ind.rename(columns={"task": "col"}), "col", lower=False, order=order, kind=ACC)
         md += ["### In-distribution accuracy (at the train length): did the model learn the task?\n",
                line + "\n", render(cells, "variant"), ""]
     return "\n".join(md) + "\n"

@@ -1,11 +1,12 @@
 """The report's long-context pieces: loss by position, effective length, RULER's string match, attention
 statistics and KV-cache decoding (rows of harness.measure.{extrapolation, effective_length, attention,
-decode_bench}). Every number is a mean over seeds with its 95% interval (harness.stats via report_tables)."""
+decode_bench}). Every number is a mean over seeds with its 95% interval of the metric's kind (harness.report.bounds
+via report_tables)."""
 import json
 
 import pandas as pd
 
-from harness import stats
+from harness.report import bounds
 from harness.report import budget as report_budget
 from harness.report import families
 from harness.report.plots import fig_bars, fig_curves, save
@@ -31,7 +32,7 @@ def nll_by_pos(tdf, out, made, task, reference=None):
     if d.budget.nunique() > 1:
         key, panels = "pair", list(report_budget.budget_table(d).index)
         d = d.assign(panel=d.budget)
-    s = stats.summarize(d.assign(variant=d[key]), (["panel"] if panels else []) + ["variant", "pos"])
+    s = bounds.summarize(d.assign(variant=d[key]), (["panel"] if panels else []) + ["variant", "pos"])
     groups, ref = families.of_rows(d, reference, key)
     name = f"nll_by_pos_{task}.png"
     save(fig_curves(s, "pos", f"{task}: mean NLL by position in a {L}-token window (bins of the train length)",
@@ -83,7 +84,7 @@ def effective_length(tdf, out, made, task):
     rel = d[(d.score == primary) & (d.rule == "relative")]
     top = longest(tdf, primary)
     name = f"effective_length_{task}.png"
-    save(fig_bars(stats.summarize(rel, "variant"), f"{task}: effective length, relative rule ({rel.protocol.iloc[0]})",
+    save(fig_bars(bounds.summarize(rel, "variant"), f"{task}: effective length, relative rule ({rel.protocol.iloc[0]})",
                   label("effective_len_relative"), censored={v for v, _ in censored(rel, top)},
                   note=f"≥ / ▶: reached {top}, the longest length evaluated, on some seed: a lower bound"),
          out, name, made)
@@ -118,7 +119,7 @@ def attention(tdf, out, made, task, train_lens, reference=None):
         mean = ent.groupby(["variant", "seed", "eval_len", "train_len", "budget"], as_index=False).value.mean()
         name = f"attention_entropy_{task}.png"
         groups, ref = families.of_rows(ent, reference)
-        save(fig_curves(stats.summarize(mean, ["variant", "eval_len"]), "eval_len", f"{task}: attention entropy "
+        save(fig_curves(bounds.summarize(mean, ["variant", "eval_len"], bounds.kind_of(ent)), "eval_len", f"{task}: attention entropy "
                         "vs eval length (mean over layers)", label("eval_len", log=True) + "; dotted: train length",
                         label("attn_entropy"), train_lens, logy=False, groups=groups, reference=ref), out, name, made)
         md += table(ent, "Attention entropy (nats, mean over layers)") + [f"![attention entropy]({name})\n"]

@@ -1,6 +1,8 @@
 """The report's figures: the shared pieces (save, band, grid of panels, point labels) and the curve and bar
-figures. Every curve is a mean over seeds with its 95% t band (lo..hi from stats.summarize: columns variant, <x>,
-n, mean, lo, hi, half); with one seed lo/hi are NaN and no band is drawn.
+figures. Every curve is a mean over seeds with its 95% band (lo..hi from harness.report.bounds.summarize: columns
+variant, <x>, n, mean, lo, hi, half, kind), the interval of the metric's kind, so no band leaves what the metric can
+be; with one seed lo/hi are NaN and no band is drawn. Axis limits never cut a band or an error bar: each is tagged
+with its kind (its gid, `interval:<kind>:<axis>`), and the tests check both against the kind's range and the axes.
 
 Each figure is built by a `fig_*` function that returns the Figure (tests inspect its artists) and saved by
 `save`. Curves are split into panels of at most families.CAP, grouped by encoding family (harness.report.families);
@@ -44,15 +46,45 @@ def _plain_log_y(ax):
     ax.tick_params(axis="y", which="minor", labelsize=7)
 
 
-def band(ax, x, lo, hi, color, logy=False):
-    """fill_between lo..hi where both are finite (a PolyCollection); nothing when no point has an interval."""
+def tag(artist, kind, axis="y"):
+    """Mark an interval's artist (band, error bars) with its kind and the axis it spans: its gid
+    `interval:<kind>:<axis>`, which tests read to hold it inside the kind's range and inside the axes."""
+    artist.set_gid(f"interval:{kind}:{axis}")
+    return artist
+
+
+def kind_of(s):
+    """The interval kind of a summarize frame (its `kind` column, else real: stats.summarize's t)."""
+    ks = set(s["kind"].dropna()) if "kind" in s else {"real"}
+    if len(ks) > 1:
+        raise ValueError(f"one figure, one interval kind; got {sorted(ks)}")
+    return ks.pop() if ks else "real"
+
+
+def band(ax, x, lo, hi, color, logy=False, kind="real"):
+    """fill_between lo..hi where both are finite (a PolyCollection tagged with `kind`); nothing when no point has
+    an interval. On a log axis a bound <= 0 cannot be drawn: ValueError (a ratio's interval is positive; any other
+    kind on a log axis is the caller's mistake), never a band cut where it cannot be shown."""
     x, lo, hi = (np.asarray(a, dtype=float) for a in (x, lo, hi))
-    if logy:  # a wide interval of a small-n mean can reach below 0, which a log axis cannot show
-        lo = np.where(lo > 0, lo, np.nan)
+    if logy and (lo <= 0).any():
+        raise ValueError(f"a band reaching {np.nanmin(lo):.3g} on a log axis (kind {kind}): draw a {kind} metric on "
+                         f"a linear axis, or give it the ratio kind's interval")
     ok = np.isfinite(lo) & np.isfinite(hi)
     if not ok.any():
         return None
-    return ax.fill_between(x, lo, hi, where=ok, color=color, alpha=BAND_ALPHA, lw=0, interpolate=False)
+    return tag(ax.fill_between(x, lo, hi, where=ok, color=color, alpha=BAND_ALPHA, lw=0, interpolate=False), kind)
+
+
+def errorbars(ax, x, y, lo, hi, axis, kind, **kw):
+    """Error bars lo..hi along `axis` ("x" or "y") at points (x, y), tagged with `kind` (see tag); where a bound is
+    NaN (n < 2) the bar has no length."""
+    x, y, lo, hi = (np.atleast_1d(np.asarray(a, dtype=float)) for a in (x, y, lo, hi))
+    at = x if axis == "x" else y
+    err = np.nan_to_num(np.vstack([at - lo, hi - at]), nan=0.0)
+    c = ax.errorbar(x, y, **{f"{axis}err": err}, fmt="none", **kw)
+    for coll in c.lines[2]:
+        tag(coll, kind, axis)
+    return c
 
 
 def twins(pt):
@@ -68,14 +100,20 @@ def twins(pt):
     return out
 
 
+# A figure's band by the kind of its metric (harness.report.bounds), in its caption
+BAND_TEXT = {"real": "95% t interval", "proportion": "95% t interval clipped to [0, 1]",
+             "nonnegative": "95% t interval clipped at 0", "ratio": "geometric mean, 95% t interval of the logs",
+             "trials": "Wilson 95% interval"}
+
+
 def n_text(s):
-    """'n = 3 seeds' (or a range) for a figure's caption, from a summarize frame."""
+    """'n = 3 seeds; band: ...' (or a range of n) for a figure's caption, from a summarize frame."""
     ns = s.n[s.n > 0]
     if ns.empty:
         return "no data"
     lo, hi = int(ns.min()), int(ns.max())
     seeds = f"n = {hi}" if lo == hi else f"n = {lo}–{hi}"
-    return seeds + (" seeds; band: 95% t interval" if hi >= 2 else " seed: no interval")
+    return seeds + (f" seeds; band: {BAND_TEXT[kind_of(s)]}" if hi >= 2 else " seed: no interval")
 
 
 def grid(n_groups, cols=(None,), w=4.8, h=3.5, sharey=True):
@@ -121,7 +159,7 @@ def fig_curves(s, x, title, xlabel, ylabel, vlines=(), logy=True, logx=True, pan
     else:
         cols = [None]
     groups = groups or families.panels({v: "" for v in s.variant.unique()}, reference)
-    look = styles(groups, reference)
+    look, kind = styles(groups, reference), kind_of(s)
     fig, cells = grid(len(groups), cols)
     for (gi, col), ax in cells.items():
         name, members = groups[gi]
@@ -137,7 +175,7 @@ def fig_curves(s, x, title, xlabel, ylabel, vlines=(), logy=True, logx=True, pan
             ax.plot(xs, g["mean"].to_numpy(dtype=float), marker=m, ms=7 if ref or twin else 4.5, ls=ls, color=c,
                     lw=2.0 if ref else 1.5, mfc="none" if twin else c, zorder=1.9 if ref else 2,
                     label=v + (" (reference)" if ref else "") + (f" (identical to {twin})" if twin else ""))
-            band(ax, xs, g["lo"], g["hi"], c, logy)
+            band(ax, xs, g["lo"], g["hi"], c, logy, kind)
         for L in vlines:
             ax.axvline(float(L), color="grey", ls=":", lw=1.2)
         if logx:
@@ -162,16 +200,18 @@ def _amount(v):
 
 
 def fig_bars(s, title, xlabel, censored=(), note=""):
-    """Horizontal bars of the mean per variant with 95% CI error bars; s: summarize frame by variant.
+    """Horizontal bars of the mean per variant with 95% error bars (lo..hi: the interval of the metric's kind, so
+    not symmetric about a clipped or geometric mean); s: summarize frame by variant.
     censored: variants whose value is only a lower bound (every seed reached the longest length measured):
     labelled `≥`, marked by a ▶ at the bar's end and explained by `note` under the axis."""
     s = s.dropna(subset=["mean"]).sort_values("mean")
     fig, ax = plt.subplots(figsize=(8, 0.3 * len(s) + 1.8))
-    xerr = s["half"].where(s["n"] >= 2).fillna(0).to_numpy()
-    ax.barh(s.variant, s["mean"], xerr=xerr, color="tab:blue", ecolor="k", capsize=2)
+    ax.barh(s.variant, s["mean"], color="tab:blue")
+    lo, hi = (s[c].where(s["n"] >= 2).to_numpy(dtype=float) for c in ("lo", "hi"))
+    errorbars(ax, s["mean"], np.arange(len(s)), lo, hi, "x", kind_of(s), ecolor="k", capsize=2)
     cens = [y for y, v in enumerate(s.variant) if v in set(censored)]
-    for y, (v, e) in enumerate(zip(s["mean"], xerr)):
-        ax.annotate(("≥ " if y in cens else "") + _amount(v), (v + e, y), xytext=(8 if y in cens else 3, 0),
+    for y, (v, e) in enumerate(zip(s["mean"], np.where(np.isfinite(hi), hi, s["mean"]))):
+        ax.annotate(("≥ " if y in cens else "") + _amount(v), (e, y), xytext=(8 if y in cens else 3, 0),
                     textcoords="offset points", va="center", fontsize=8)
     if cens:
         ax.plot(s["mean"].to_numpy(float)[cens], cens, ">", color="tab:red", ms=7, ls="none",

@@ -1,5 +1,6 @@
 """The report's precision section: kernel-level rows once per sweep, model-level rows per run
-(aggregated over seeds by harness.stats: mean ± 95% t interval tables, KL curves of the seed means).
+(aggregated over seeds by harness.stats: mean ± 95% t interval tables, clipped where the metric's kind bounds it
+(harness.report.bounds), KL curves of the seed means).
 
 Kernel rows (harness.measure.precision.precision_report_rows) do not depend on a run, so the report
 computes them once and caches them next to report.md as precision_kernel-<hash>.parquet (the hash covers
@@ -20,8 +21,8 @@ import pandas as pd
 import torch
 import yaml
 
-from harness import results, stats
-from harness.report import families
+from harness import results
+from harness.report import bounds, families
 from harness.report.plots import grid, legend, save, twins
 from harness.report.style import distinct, label, styles
 from harness.measure.precision import precision_report_rows, safe_length
@@ -234,7 +235,7 @@ def section(df, paths, out, made, md_table, kernel_max_len=MAX_LEN, reference=No
     if not kl.empty:
         L = json.loads(kl.params.iloc[0])["seq_len"]
         low = kl[kl.dtype != "fp32"]
-        s = stats.summarize(low, ["variant", "dtype", "protocol", "eval_len"])  # mean over seeds per window
+        s = bounds.summarize(low, ["variant", "dtype", "protocol", "eval_len"])  # mean over seeds per window
         groups, ref = families.of_rows(low, reference)
         fig = _kl_panels(s, f"model: mean next-token KL(fp32 ‖ low precision) vs position (sequence length {L}; "
                             f"{_n(s)}, mean over seeds)", groups, ref)

@@ -4,7 +4,8 @@ with it, with the interval, n (seeds) and the scale the answer holds at; and the
 
 Questions: train length (the headline metric at 1x the train length), extrapolation (at the longest length),
 long context (RULER's string match at the longest length, when measured), cost (train tokens/s, peak memory of a
-train step). Best = best mean over seeds; tied = stats.best_and_ties (the paired 95% t interval of the difference
+train step). Best = best mean over seeds, printed with its 95% interval of the metric's kind (harness.report.bounds:
+a geometric mean for perplexity, throughput and memory); tied = stats.best_and_ties (the paired 95% t interval of the difference
 to the best contains 0: the `†` of the report's tables). One answer per comparison group (task, budget, train
 length): only variants trained the same way are paired. Scale: parameters (the model each run's config builds)
 and training tokens (steps x batch x train length) from the runs' `.hydra/config.yaml`, else what the rows hold."""
@@ -16,8 +17,9 @@ import numpy as np
 import yaml
 
 from harness import results, stats
+from harness.report import bounds
 from harness.report.confidence import _signed, lengths, mains
-from harness.report.tables import decimals, fmt_ci, lower_is_better
+from harness.report.tables import decimals, fmt_interval, lower_is_better
 
 MiB = 2 ** 20
 BLOCK = re.compile(r"(<!-- reference-summary: (\S+) -->\n)(.*?)(<!-- /reference-summary -->)", re.S)
@@ -27,15 +29,15 @@ COST = (("train_tokens_per_s", "train", "train tokens/s", 1.0), ("peak_mem_bytes
                                                                   "peak memory of a train step (MiB)", MiB))
 
 
-def best_and_tied(table, lower):
-    """(best, n, [(variant, Paired difference to the best)] of the tied ones, best first by mean) of a seed table;
-    None without a finite value (NaN or inf only: a diverged run). stats.best_and_ties decides; stats.paired gives
-    each tie's interval."""
+def best_and_tied(table, lower, kind="real"):
+    """(best, n, [(variant, Paired difference to the best)] of the tied ones, closest first, by name among equals)
+    of a seed table; None without a finite value (NaN or inf only: a diverged run). stats.best_and_ties decides
+    (kind: which mean is best, harness.stats.KINDS); stats.paired gives each tie's interval."""
     t = table.loc[:, np.isfinite(table.astype(float)).any()]
     if t.shape[1] == 0:
         return None
-    best, ties = stats.best_and_ties(t, lower)
-    diffs = sorted(((v, stats.paired(t[v], t[best])) for v in ties), key=lambda x: abs(x[1].diff))
+    best, ties = stats.best_and_ties(t, lower, kind=kind)
+    diffs = sorted(((v, stats.paired(t[v], t[best])) for v in ties), key=lambda x: (abs(x[1].diff), x[0]))
     return best, int(t[best].notna().sum()), diffs
 
 
@@ -57,14 +59,14 @@ def _tie(v, p):
 
 def answer(d, lower, question, what):
     """One markdown bullet: the best of rows d (per seed, column `short`) and its ties; '' when none."""
-    table = stats.seed_table(d, "short")
-    r = best_and_tied(table, lower)
+    table, kind = stats.seed_table(d, "short"), bounds.kind_of(d)
+    r = best_and_tied(table, lower, kind)
     if r is None:
         return ""
     best, n, ties = r
-    iv = stats.interval(table[best])
+    iv = stats.KINDS[kind](table[best])
     head = (f"- **{question}** — {what}, {'lower' if lower else 'higher'} is better: best `{best}` "
-            f"{fmt_ci(iv.mean, iv.half)}")
+            f"{fmt_interval(iv.mean, iv.lo, iv.hi)}")
     if n < 2:
         return head + "; n = 1 seed: nothing is separated from it (one seed decides nothing)."
     if not ties:
@@ -150,9 +152,11 @@ def lines(df, paths):
     left out by the caller)."""
     core = df[~df.ext]
     marks = " (the † of the tables)" if core.seed.nunique() >= 2 else ""  # one seed: the tables mark nothing
-    out = ["Best = the best mean over seeds (± its 95% t interval); *tied* = the paired 95% t interval (CI) of "
-           f"the difference Δ = variant − best contains 0{marks}. An answer holds at the scale stated with it and "
-           "on this sweep's data; cost is wall-clock on the machine that ran the sweep.\n"]
+    out = ["Best = the best mean over seeds, with its 95% interval on the metric's scale (± the t interval; for "
+           "perplexity, throughput and memory the geometric mean [the t interval of the logs, exponentiated]; for an "
+           "accuracy the t interval clipped to [0, 1], shown [lo, hi] where clipped); *tied* = the paired 95% t "
+           f"interval (CI) of the difference Δ = variant − best contains 0{marks}. An answer holds at the scale "
+           "stated with it and on this sweep's data; cost is wall-clock on the machine that ran the sweep.\n"]
     for group, g in core.groupby("group"):
         body = group_lines(g, paths)
         if body:

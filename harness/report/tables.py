@@ -1,14 +1,17 @@
-"""Report tables whose every cell carries its confidence: `mean ± half` over seeds (harness.stats).
+"""Report tables whose every cell carries its confidence: `mean ± half` over seeds (harness.stats), or
+`mean [lo, hi]` where the interval of the metric's kind is not symmetric about the mean (harness.report.bounds).
 
-A table is built from long rows (variant, <column key>, seed, value): stats.summarize gives one cell per
-(variant, key) and stats.best_and_ties, paired by seed within one column, picks the **bold** best cell
-and the † cells that no paired interval separates from it. n (seeds) is stated once, in the heading line."""
+A table is built from long rows (variant, <column key>, seed, value): stats.summarize, with the interval of the
+metric's kind, gives one cell per (variant, key) and stats.best_and_ties, paired by seed within one column, picks
+the **bold** best cell and the † cells that no paired interval separates from it. n (seeds) and the kind's
+interval are stated once, in the heading line."""
 import math
 
 import numpy as np
 import pandas as pd
 
 from harness import stats
+from harness.report import bounds
 
 # Which way is better, by metric name (the last part of an lm-eval `<task>/<metric>[/<filter>]` counts too).
 # Metrics not listed (signed gaps, drifts) get no best and no † marks.
@@ -59,21 +62,70 @@ def fmt_ci(mean, half):
     return f"{mean:.{dec}f} ± {half:.{dec}f}"
 
 
-def n_line(ns, lower=None):
-    """The heading line of a table whose cells have n seeds each (ns: the n of every measured cell)."""
+def _bound(x, dec):
+    """One end of an interval to `dec` decimals; a nonzero end that would round to 0 keeps 2 significant digits
+    (a ratio's lower end 0.004 must not read as 0, which a positive quantity cannot be)."""
+    r = round(x, dec)
+    if r == 0 and x != 0:
+        return f"{x:.2g}"
+    return f"{r:.0f}" if dec <= 0 else f"{x:.{dec}f}"
+
+
+def symmetric(mean, lo, hi):
+    """True when [lo, hi] is symmetric about mean up to rounding (a t interval; not a clipped or geometric one)."""
+    return abs((hi - mean) - (mean - lo)) <= 1e-9 * max((hi - lo) / 2, abs(mean))
+
+
+def fmt_interval(mean, lo, hi):
+    """A cell of an interval: `mean ± half` (fmt_ci) when it is symmetric about the mean (a t interval), else
+    `mean [lo, hi]` (a clipped t interval, a ratio's geometric one), each to the decimals of 2 significant digits
+    of the half-width; just the mean without bounds (n < 2)."""
+    if not (math.isfinite(mean) and math.isfinite(lo) and math.isfinite(hi)):
+        return fmt_ci(mean, math.nan)
+    half = (hi - lo) / 2
+    if symmetric(mean, lo, hi):
+        return fmt_ci(mean, half)
+    dec = decimals(half)
+    big = max(abs(mean), abs(lo), abs(hi))
+    if big >= 1e6 or big < 1e-3 or dec > 5:  # one shared exponent: (8.11 [7.70, 8.52])e-04
+        e = math.floor(math.log10(big))
+        k = min(max(decimals(half / 10 ** e), 0), 4)
+        return f"({mean / 10 ** e:.{k}f} [{_bound(lo / 10 ** e, k)}, {_bound(hi / 10 ** e, k)}])e{e:+03d}"
+    if dec < 0:  # 20297 [19612, 20990] -> 20300 [19610, 20990]
+        return f"{round(mean, dec):.0f} [{_bound(lo, dec)}, {_bound(hi, dec)}]"
+    return f"{mean:.{dec}f} [{_bound(lo, dec)}, {_bound(hi, dec)}]"
+
+
+# What a table's cells are, by the kind of its metric (harness.report.bounds): said once, in its heading line
+KIND_TEXT = {
+    "real": "± is the 95% t interval.",
+    "proportion": ("± is the 95% t interval; a proportion: where that interval would leave [0, 1] it is clipped "
+                   "to [0, 1] and the cell shows [lo, hi]."),
+    "nonnegative": ("± is the 95% t interval; a quantity ≥ 0: where that interval would run below 0 it is "
+                    "clipped at 0 and the cell shows [lo, hi]."),
+    "ratio": ("a positive ratio-scale quantity: each cell is the geometric mean over seeds [95% t interval of the "
+              "logarithms, exponentiated]."),
+    "trials": "k/n trials [Wilson 95% interval].",
+}
+
+
+def n_line(ns, lower=None, kind="real"):
+    """The heading line of a table whose cells have n seeds each (ns: the n of every measured cell) and intervals
+    of `kind` (KIND_TEXT)."""
     ns = pd.Series(ns, dtype=float).dropna()
     ns = ns[ns > 0]
     if ns.empty:
         return "No measured cell."
     lo, hi = int(ns.min()), int(ns.max())
+    what = KIND_TEXT[kind]
     if hi < 2:
         line = ("n = 1 seed per cell: each cell is one run, no interval; nothing is marked significant "
                 "(one seed decides nothing).")
     elif lo == hi:
-        line = f"n = {hi} seeds per cell; ± is the 95% t interval."
+        line = f"n = {hi} seeds per cell; {what}"
     else:
         line = (f"n = {lo}–{hi} seeds per cell (a cell's n is shown where it is not {int(ns.mode().max())}); "
-                f"± is the 95% t interval (none at n = 1).")
+                f"{what[:-1]} (none at n = 1).")
     if lower is not None:
         line += f" **Bold**: best of its column ({'lower' if lower else 'higher'} is better)."
         if hi >= 2:
@@ -81,10 +133,12 @@ def n_line(ns, lower=None):
     return line
 
 
-def ci_cells(d, col, lower=None, order=None):
+def ci_cells(d, col, lower=None, order=None, kind=None):
     """d: rows with variant, col, seed, value -> (cells: variant x col DataFrame of strings, heading line).
-    lower: True/False marks the best cell of each column in bold and its ties with †; None marks nothing."""
-    s = stats.summarize(d, ["variant", col])
+    lower: True/False marks the best cell of each column in bold and its ties with †; None marks nothing.
+    kind: the interval kind (harness.stats.KINDS); default the one kind of d's metric and unit (bounds.kind_of)."""
+    kind = kind or bounds.kind_of(d)
+    s = stats.summarize(d, ["variant", col], kind=kind)
     order = list(order) if order is not None else sorted(s[col].dropna().unique())
     measured = s[s.n > 0]
     common = int(measured.n.mode().max()) if len(measured) else 0
@@ -94,14 +148,14 @@ def ci_cells(d, col, lower=None, order=None):
         for c, g in d.groupby(col):
             table = stats.seed_table(g, "variant")
             if np.isfinite(table.to_numpy(dtype=float)).any():  # NaN or inf only (a diverged run): no best
-                best[c], t = stats.best_and_ties(table, lower)
+                best[c], t = stats.best_and_ties(table, lower, kind=kind)
                 ties[c] = t if several else set()  # one seed: nothing is separated, so nothing is marked
     cells = pd.DataFrame("—", index=pd.Index(sorted(s.variant.unique()), name="variant"), columns=order,
                          dtype=object)
     for r in s.to_dict("records"):
         if r[col] not in cells.columns or r["n"] == 0:
             continue
-        text = fmt_ci(r["mean"], r["half"] if r["n"] >= 2 else math.nan)
+        text = fmt_interval(r["mean"], r["lo"], r["hi"])
         if best.get(r[col]) == r["variant"]:
             text = f"**{text}**"
         elif r["variant"] in ties.get(r[col], ()):
@@ -109,7 +163,7 @@ def ci_cells(d, col, lower=None, order=None):
         if r["n"] != common:
             text += f" (n={r['n']})"
         cells.loc[r["variant"], r[col]] = text
-    return cells, n_line(measured.n, lower)
+    return cells, n_line(measured.n, lower, kind)
 
 
 def render(cells, index_name="variant"):
@@ -120,9 +174,9 @@ def render(cells, index_name="variant"):
     return "\n".join(lines)
 
 
-def ci_table(d, col, lower=None, order=None, index_name="variant"):
+def ci_table(d, col, lower=None, order=None, index_name="variant", kind=None):
     """Markdown lines: the n heading line, then the table (see ci_cells)."""
-    cells, head = ci_cells(d, col, lower, order)
+    cells, head = ci_cells(d, col, lower, order, kind)
     return [head + "\n", render(cells, index_name), ""]
 
 

@@ -1,8 +1,9 @@
 """The report's throughput and memory section: train tokens/s and peak memory of a training step (bars), and both
-at every eval length (tables of mean ± 95% t interval over seeds)."""
+at every eval length (tables of the geometric mean over seeds and its 95% interval: a positive ratio-scale quantity,
+harness.report.bounds)."""
 import pandas as pd
 
-from harness import stats
+from harness.report import bounds
 from harness.report.plots import fig_bars, save
 from harness.report.style import label
 from harness.report.tables import ci_table, lower_is_better
@@ -18,10 +19,10 @@ def section(df, out, made):
     tr = tp[tp.metric == "train_tokens_per_s"]
     mem = tp[(tp.metric == "peak_mem_bytes") & (tp.protocol == "train")].assign(value=lambda d: d.value / MiB)
     if len(tr):
-        save(fig_bars(stats.summarize(tr, "variant"), "train throughput (fwd+bwd+AdamW)",
+        save(fig_bars(bounds.summarize(tr, "variant"), "train throughput (fwd+bwd+AdamW)",
                       label("train_tokens_per_s")), out, "throughput.png", made)
     if len(mem):
-        save(fig_bars(stats.summarize(mem, "variant"), "peak memory of one training step", label("peak_mem_bytes")),
+        save(fig_bars(bounds.summarize(mem, "variant"), "peak memory of one training step", label("peak_mem_bytes")),
              out, "memory.png", made)
 
     def by_len(train, ev):
