@@ -146,3 +146,14 @@ def test_help_names_every_flags_choices(capsys):
     out = "".join(capsys.readouterr().out.split())  # argparse wraps lines, even inside 'cos-sin'
     for choices in (C.CONVENTIONS, C.QK_LAYOUTS, C.WIDTHS, C.ORDERS, C.COMPARES, C.POSITION_MODES, arrays.ARRAYS):
         assert str(list(choices)).replace(" ", "") in out, choices
+
+
+def test_help_states_the_adapter_contract(capsys):
+    """What each convention's function receives, and that NotImplementedError skips a case, is in --help (not only
+    in the code): the epilog is conventions.py's docstring."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "NotImplementedError marks a case it does not support (skip)" in out
+    for convention in C.CONVENTIONS:
+        assert f"- {convention}: " in out, convention

@@ -34,7 +34,10 @@ class _Help(argparse.RawDescriptionHelpFormatter):
 
 
 def _parser():
-    ap = _Parser(prog="python -m harness.conformance", description=__doc__, formatter_class=_Help)
+    # the adapter contract (what each --convention's function receives and returns; NotImplementedError = skip) is
+    # conventions.py's docstring, printed as the help's epilog so that --help and the code say it once
+    ap = _Parser(prog="python -m harness.conformance", description=__doc__, formatter_class=_Help,
+                 epilog="The adapter contract (harness/conformance/conventions.py):\n" + C.__doc__)
     ap.add_argument("--apply", help="pkg.module:function, the rotation under test")
     ap.add_argument("--library", metavar="NAME",
                     help=f"a shipped adapter instead of --apply (it sets the call flags): one of "
