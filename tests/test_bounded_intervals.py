@@ -85,13 +85,19 @@ def table_problems(md):
             if not row.startswith("|"):
                 break
             for cell in row.strip("|").split("|")[1:]:
-                iv = kind and interval_of(cell)
-                if iv:
-                    checked += 1
-                    why = outside(kind, *iv)
-                    if why:
-                        bad.append(f"{line[:60]}: {cell.strip()}: {why}")
+                checked += bool(kind) and _judge(bad, line, cell.strip(), kind)
     return bad, checked
+
+
+def _judge(bad, where, cell, kind):
+    """1 when cell prints an interval (its reason appended to bad if it leaves kind's range), else 0."""
+    iv = interval_of(cell)
+    if not iv:
+        return 0
+    why = outside(kind, *iv)
+    if why:
+        bad.append(f"{where[:60]}: {cell}: {why}")
+    return 1
 
 
 def summary_problems(md, df):
@@ -107,12 +113,7 @@ def summary_problems(md, df):
         assert metric is not None, f"an answer whose metric is not known: {line[:80]}"
         kind = bounds.kind_of(df[df.metric == metric])
         cell = line.split(" best `", 1)[1].split("` ", 1)[1].split(";")[0]
-        iv = interval_of(cell)
-        if iv:
-            checked += 1
-            why = outside(kind, *iv)
-            if why:
-                bad.append(f"{line[:60]}: {cell}: {why}")
+        checked += _judge(bad, line, cell, kind)
     return bad, checked
 
 
