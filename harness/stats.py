@@ -259,6 +259,20 @@ def paired(a, b, level=LEVEL, method="t", n_perm=10_000, seed=0) -> Paired:
     return Paired(n, diff, float(lo), float(hi), float(res.pvalue))
 
 
+def independent(a, b, level=LEVEL) -> Paired:
+    """Mean of a minus mean of b for two samples that share no seeds (Welch's t, scipy.stats.ttest_ind with
+    equal_var=False; NaN/inf dropped): the fallback of a comparison that cannot be paired by seed. n is the smaller
+    sample's size; lo, hi, p NaN when either has fewer than 2 values."""
+    a, b = _finite(a), _finite(b)
+    n = min(len(a), len(b))
+    diff = float(a.mean() - b.mean()) if n else NAN
+    if n < 2:
+        return Paired(n, diff, NAN, NAN, NAN)
+    res = scipy.stats.ttest_ind(a, b, equal_var=False)
+    lo, hi = res.confidence_interval(level)
+    return Paired(n, diff, float(lo), float(hi), float(res.pvalue))
+
+
 def holm(p) -> np.ndarray:
     """Holm (1979) step-down adjusted p-values (statsmodels.stats.multitest.multipletests, method holm).
     NaN entries stay NaN and do not count in m."""

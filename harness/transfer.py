@@ -1,8 +1,10 @@
 """Does an order measured at one budget hold at another? Statistics between rungs of a compute ladder.
 
 Each rung is a seed table (seed x variant) of one metric at one evaluation length. Within a rung the seeds are
-paired across variants (one seed = one init, data order and evaluation text for every encoding); between rungs
-nothing is paired (different models), so rungs are treated as independent.
+paired across variants (one seed = one init, data order and evaluation text for every encoding). The models of
+two rungs differ, so τ's interval treats the rungs as independent; but a seed's evaluation text (and data order) is
+the same at every rung, so one encoding's change between rungs is paired by seed where the seeds match
+(`rung_change`).
 
 Kendall τ between the two mean vectors is the point estimate. Its interval does not resample seeds: with 3
 seeds a bootstrap has 10 distinct resamples per rung, and resampling can only add discordance to two orders,
@@ -24,7 +26,15 @@ between neighbouring means, where the draws' own percentile interval covers 9-38
 The estimand is τ between the true (infinite-seed) mean orders at the two rungs.
 
 Pairwise orders: a pair's order is established at a rung when the paired 95% t interval of its difference over
-seeds excludes 0 (harness.stats.paired); a pair established at both rungs agrees or flips."""
+seeds excludes 0 (harness.stats.paired); a pair established at both rungs agrees or flips.
+
+One encoding between rungs (`rung_change`): the seed effect on a metric (which text a seed scores, its data order)
+is shared by the rungs (the ladder's seed 0 has a shared log-PPL effect of -0.055 / -0.057 / -0.046 at 1x, 4x,
+16x), so the change b - a taken seed by seed cancels it where an independent (Welch) test counts it as noise twice
+(RoPE's 8x PPL, 1x to 4x: Welch p 0.069, paired p 0.012). Paired (harness.stats.paired) over the seeds both rungs
+have when at least 2 match; Welch's test (harness.stats.independent) only when they do not (different seed
+labels, or fewer than 2 in common), and the row says which. A ratio metric (PPL) is compared on its log, the scale
+of its interval (harness.stats.ratio_interval), and reported as the ratio b / a with that interval exponentiated."""
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -135,3 +145,24 @@ def crossovers(tables: dict, level=LEVEL) -> pd.DataFrame:
             out.append(dict(i=r.i, j=r.j, from_rung=ra, to_rung=rb, diff_from=r.diff_a, diff_to=r.diff_b,
                             established=WHERE[r.verdict]))
     return pd.DataFrame(out, columns=["i", "j", "from_rung", "to_rung", "diff_from", "diff_to", "established"])
+
+
+def rung_change(a: pd.DataFrame, b: pd.DataFrame, kind="real", level=LEVEL) -> pd.DataFrame:
+    """Each column a and b share (one encoding): its change from rung a to rung b. `change` is b - a, or b / a (the
+    ratio of geometric means, its interval and p from the logs) for kind ratio; lo, hi its 95% interval, p two-sided,
+    n the seeds used (paired) or the smaller rung's (Welch), `test` "paired" (by seed, over the >= 2 seeds both have
+    finite) or "Welch" (seeds do not match: independent samples), `significant` the interval excluding no change."""
+    out = []
+    for c in [c for c in a.columns if c in set(b.columns)]:
+        xa, xb = a[c].astype(float), b[c].astype(float)
+        if kind == "ratio":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                xa, xb = np.log(xa.where(xa > 0)), np.log(xb.where(xb > 0))
+        xa, xb = xa[np.isfinite(xa)], xb[np.isfinite(xb)]
+        shared = xa.index.intersection(xb.index)
+        test = "paired" if len(shared) >= 2 else "Welch"
+        r = stats.paired(xb[shared], xa[shared], level=level) if test == "paired" else stats.independent(xb, xa, level)
+        f = np.exp if kind == "ratio" else (lambda v: v)
+        out.append(dict(variant=c, change=float(f(r.diff)), lo=float(f(r.lo)), hi=float(f(r.hi)), p=r.p, n=r.n,
+                        test=test, significant=r.significant))
+    return pd.DataFrame(out, columns=["variant", "change", "lo", "hi", "p", "n", "test", "significant"])

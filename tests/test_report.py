@@ -140,6 +140,8 @@ def test_budget_section_only_with_two_budgets(tmp_path):
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert cells[2] == "1.00" and cells[5:9] == ["2", "0", "0", "1"] and cells[-1] == "4 / 4"
     assert "None: no pair's mean order changes." in md
+    changes, _ = table_rows(md, "#### Change with compute, per encoding")
+    assert changes and all(cells[-1].startswith("paired by seed") for cells in changes.values())  # same seed labels
     assert (tmp_path / "ob" / "ladder_lm.png").stat().st_size > 10_000
     from harness.report import summary  # the README's ladder-summary block: the same numbers, compact
     block = summary.render(f"<!-- ladder-summary: {two.name} -->\n<!-- /ladder-summary -->\n", two.parent)

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from harness import transfer
+from harness import stats, transfer
 
 
 def test_mean_draws_have_the_multivariate_t_covariance():
@@ -95,3 +95,23 @@ def test_agreement_names_agreeing_flipping_and_open_pairs():
     c = transfer.crossovers({"1x": a, "4x": b})
     assert set(zip(c.i, c.j)) == {("y", "z"), ("y", "w")} and set(c.from_rung) == {"1x"}
     assert c.set_index(["i", "j"]).established.to_dict() == {("y", "z"): "at both (a flip)", ("y", "w"): "at neither"}
+
+
+def test_rung_change_pairs_by_seed_where_seeds_match_else_welch():
+    # a shared seed effect (±0.3 on log PPL, the same at both rungs) swamps a 10% rise: Welch misses it, paired finds it
+    seed_effect = pd.Series([-0.3, 0.0, 0.3], index=pd.Index([0, 1, 2], name="seed"))
+    noise = pd.Series([0.01, -0.01, 0.0], index=seed_effect.index)
+    a = pd.DataFrame({"rope": np.exp(2.0 + seed_effect)})
+    b = pd.DataFrame({"rope": np.exp(2.0 + np.log(1.1) + seed_effect + noise)})
+    r = transfer.rung_change(a, b, kind="ratio").iloc[0]
+    assert r.test == "paired" and r.n == 3 and r.significant and r.p < 0.01
+    assert r.change == pytest.approx(1.1, rel=1e-2) and r.lo > 1
+    welch = stats.independent(np.log(b.rope), np.log(a.rope))
+    assert not welch.significant and welch.p > 0.5  # the same rows as independent samples: no difference
+    # seeds that do not match (other labels at rung b): Welch, and the row says so
+    b_other = b.set_axis(pd.Index([10, 11, 12], name="seed"))
+    w = transfer.rung_change(a, b_other, kind="ratio").iloc[0]
+    assert w.test == "Welch" and not w.significant and w.p == pytest.approx(welch.p)
+    # a real-kind metric: the difference b - a, paired
+    d = transfer.rung_change(np.log(a), np.log(b)).iloc[0]
+    assert d.test == "paired" and d.change == pytest.approx(np.log(1.1), abs=1e-2) and d.significant

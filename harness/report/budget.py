@@ -5,7 +5,14 @@ training FLOPs (the runs' `train_flops` rows, harness.measure.cost; runs written
 back to n_layers · d_model² · steps, proportional to them). Every pair of rungs is compared at every evaluation
 length: Kendall τ between the encodings' mean orders with the interval of harness.transfer, and the pairs
 whose order is established (paired 95% CI over seeds excludes 0) at both rungs, agreeing or flipping, by name.
-Variants are matched across rungs by their label without the budget part (column `pair`)."""
+Variants are matched across rungs by their label without the budget part (column `pair`).
+
+Each encoding's own change between rungs (`Change with compute`, harness.transfer.rung_change) is paired by seed:
+a seed scores the same evaluation text with the same data order at every rung, so its seed effect is shared by the
+rungs and cancels in the per-seed change, where an independent-samples test would count it as noise at both rungs
+(RoPE's 8× PPL, 1× to 4×: Welch p 0.069, paired p 0.012). Only where a rung pair's seeds do not match (fewer than
+2 seed labels with a finite value at both) does it fall back to Welch's test; the table's `test` column says which.
+PPL (kind ratio) is compared on its log and shown as the ratio of the rungs' geometric means."""
 import math
 from itertools import combinations
 
@@ -52,10 +59,41 @@ def _pairs(names_list):
     return ", ".join(f"{i} / {j}" for i, j in names_list) or "—"
 
 
+def _change_cell(r, kind):
+    """'×1.08 [1.02, 1.15], p 0.012' (ratio) or '+0.1 [0.02, 0.18], p 0.012'; bold when the interval excludes no change."""
+    if not math.isfinite(r.change):
+        return "—"
+    fmt = (lambda v: f"×{v:.3g}") if kind == "ratio" else (lambda v: f"{v:+.3g}")
+    ci = f" [{fmt(r.lo)[1 if kind == 'ratio' else 0:]}, {fmt(r.hi)[1 if kind == 'ratio' else 0:]}]" if math.isfinite(r.lo) else ""
+    p = f", p {r.p:.2g}" if math.isfinite(r.p) else ""
+    text = f"{fmt(r.change)}{ci}{p}"
+    return f"**{text}**" if r.significant else text
+
+
+def changes(tables, names, rel, kind):
+    """One row per encoding at length rel: its change (rung_change) for every pair of rungs, and `test`: which
+    test each pair used, paired by seed unless the seeds do not match (then Welch)."""
+    per = {}
+    for ka, kb in combinations(tables, 2):
+        for r in transfer.rung_change(tables[ka], tables[kb], kind).itertuples():
+            per.setdefault(r.variant, {})[f"{names[ka]} → {names[kb]}"] = r
+    rows = []
+    for v, cells in per.items():
+        tests = {f"{k}: {r.test} (n {r.n})" for k, r in cells.items()}
+        kinds_used = {(r.test, r.n) for r in cells.values()}
+        test = (f"{'paired by seed' if next(iter(kinds_used))[0] == 'paired' else 'Welch'}, n {next(iter(kinds_used))[1]}"
+                if len(kinds_used) == 1 else "; ".join(sorted(tests)))
+        rows.append({"encoding": v, "length": f"{rel:g}×", **{k: _change_cell(r, kind) for k, r in cells.items()},
+                     "test": test})
+    return rows
+
+
 def comparisons(d, b, names):
     """One row per (rung pair, length): τ, its interval, draws' median, agree / flip / one-rung / open counts and
-    the flipped pairs by name; and the crossovers between consecutive rungs at each length."""
-    rows, cross = [], []
+    the flipped pairs by name; the crossovers between consecutive rungs at each length; and each encoding's change
+    between every pair of rungs at each length (`changes`)."""
+    rows, cross, change = [], [], []
+    kind = bounds.kind_of(d) if {"metric", "unit"} <= set(d.columns) else "real"
     for rel in sorted(d.rel.dropna().unique()):
         tables = {k: stats.seed_table(d[(d.budget == k) & (d.rel == rel)], "pair") for k in b.index}
         tables = {k: t for k, t in tables.items() if not t.empty}
@@ -71,17 +109,23 @@ def comparisons(d, b, names):
                          "agree": int(v.get("agree", 0)), "flip": int(v.get("flip", 0)),
                          "one rung only": int(v.get("a only", 0) + v.get("b only", 0)), "open": int(v.get("open", 0)),
                          "flipped pairs": _pairs(zip(flips.i, flips.j)), "seeds": f"{tau.n_seeds_a} / {tau.n_seeds_b}"})
+        change += changes(tables, names, rel, kind)
         c = transfer.crossovers(tables)
         for r in c.itertuples():
             cross.append({"pair": f"{r.i} / {r.j}", "length": f"{rel:g}×",
                           "between": f"{names[r.from_rung]} → {names[r.to_rung]}",
                           "mean difference (before → after)": f"{r.diff_from:+.3g} → {r.diff_to:+.3g}",
                           "established": r.established})
-    return pd.DataFrame(rows), pd.DataFrame(cross)
+    change = pd.DataFrame(change)
+    if not change.empty:
+        change = change.sort_values(["encoding", "length"], key=lambda c: c.map(
+            lambda x: float(x[:-1]) if isinstance(x, str) and x.endswith("×") else 0) if c.name == "length" else c,
+            kind="stable")
+    return pd.DataFrame(rows), pd.DataFrame(cross), change
 
 
 def ladders(df):
-    """(task, title, rows of its headline metric, rungs table, rung names, comparisons table, crossovers) of every
+    """(task, title, rows of its headline metric, rungs table, rung names, comparisons table, crossovers, changes) of every
     task whose headline metric was measured at two or more budgets."""
     core, b_all = df[~df.ext], budget_table(df)
     for task, t in core.groupby("task"):
@@ -119,15 +163,19 @@ def section(df, out, made):
           "transfer: posterior draws, reflected about τ and joined with their own interval; the draws' median shows how far noise alone pulls τ "
           "down), and the pairs of encodings whose order is established (paired 95% CI over seeds excludes 0) "
           "at both rungs, agreeing or flipping. Crossovers: pairs whose mean order changes between consecutive "
-          "rungs.\n"]
-    for task, title, d, b, names, table, cross in ladders(df):
+          "rungs. Change with compute: each encoding's metric at the later rung against the earlier (a ratio of "
+          "geometric means for PPL), 95% interval and p paired by seed (a seed scores the same evaluation text at "
+          "every rung, so its shared effect cancels); Welch's independent-samples test only where the rungs' seeds "
+          "do not match, as the `test` column says; bold: the interval excludes no change.\n"]
+    for task, title, d, b, names, table, cross, change in ladders(df):
         name = f"ladder_{task}.png"
         save(fig_ladder(d, b, names, title), out, name, made)
         md += [f"### Task `{task}`: {title}\n", render(rung_cells(b, names).set_index("rung"), "rung"), "",
                render(table.set_index("rungs"), "rungs") if not table.empty else "", "",
                f"![compute ladder]({name})\n", "#### Crossovers between consecutive rungs\n",
                render(cross.set_index("pair"), "pair") if not cross.empty else "None: no pair's mean order changes.",
-               ""]
+               "", "#### Change with compute, per encoding\n",
+               render(change.set_index("encoding"), "encoding") if not change.empty else "None.", ""]
     return md
 
 
@@ -135,7 +183,7 @@ def readme_lines(df):
     """The README's ladder-summary block (harness.report.summary.render) for report rows: the rungs' scale, then
     per pair of rungs and length τ with its interval and the agree / flip counts, from `comparisons`."""
     out = []
-    for task, title, d, b, names, table, cross in ladders(df):
+    for task, title, d, b, names, table, cross, _ in ladders(df):
         rungs = "; ".join(f"{names[k]}: {r.model} ({int(r.n_layers)} layers, d_model {int(r.d_model)}), "
                           f"{_amount(r.n_params)} parameters, {_amount(r.train_tokens)} tokens, "
                           f"{_amount(r.train_flops)} FLOPs" for k, r in b.iterrows())
