@@ -158,3 +158,21 @@ def test_a_sweep_composes_each_distinct_job_once_before_launch(tmp_path, monkeyp
     assert calls == [1]  # ... and Hydra's own check is back after it
     made = [d for d in (tmp_path / "out" / "sweeps" / "single").iterdir() if d.is_dir()]
     assert len(made) == 4 and all(results.read_status(d)["status"] == "ok" for d in made)
+
+
+def test_slurm_stub_starts_a_task_whose_log_folder_appears_after_sbatch_returns(tmp_path):
+    """submitit makes a job's log folder only after sbatch has answered with the job id; the stub's scheduler, like
+    SLURM's latency, waits for it (before: it died on the missing folder and left every task PENDING, a hang)."""
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\n#SBATCH --array=0-1%1\n#SBATCH --output={tmp_path}/logs/out_%a.txt\n"
+                      "echo task $SLURM_ARRAY_TASK_ID\n")
+    env = {**os.environ, "SLURM_STUB_DIR": str(tmp_path / "state"), "SLURM_STUB_PYTHON": sys.executable}
+    subprocess.run([str(STUB / "sbatch"), str(script)], check=True, env=env, capture_output=True, timeout=60)
+    time.sleep(1.0)
+    (tmp_path / "logs").mkdir()
+    states = sorted((tmp_path / "state").glob("*.state"))
+    deadline = time.time() + 60
+    while time.time() < deadline and any(p.read_text() != "COMPLETED" for p in states):
+        time.sleep(0.1)
+    assert [p.read_text() for p in states] == ["COMPLETED", "COMPLETED"]
+    assert (tmp_path / "logs" / "out_1.txt").read_text() == "task 1\n"

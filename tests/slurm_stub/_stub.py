@@ -38,9 +38,8 @@ def sbatch(args):
     counter = STATE / "next_id"
     job = int(counter.read_text()) if counter.exists() else 1000
     counter.write_text(str(job + 1))
-    # the scheduler runs this copy, as SLURM runs the script as it was at submission: submitit moves the file it
-    # passed into the job's folder once sbatch returns, and a scheduler slow to start (a loaded machine) found
-    # nothing at script_path and died, leaving every task PENDING
+    # the scheduler runs this copy, as SLURM runs the script as it was at submission (submitit moves the file it
+    # passed into the job's folder once sbatch returns)
     copy = STATE / f"{job}.sbatch"
     copy.write_text(script)
     flags = _flags(script)
@@ -51,8 +50,20 @@ def sbatch(args):
     parallel = int(m.group(3) or len(tasks))
     subprocess.Popen([sys.executable, __file__, "_schedule", str(job), str(copy), str(parallel),
                       *map(str, tasks)], start_new_session=True, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL)
+                     stderr=open(STATE / f"{job}.scheduler.log", "w"))  # a crash is readable there
     print(f"Submitted batch job {job}")
+
+
+def _ready(path, timeout=60.0):
+    """path, once its folder exists (at most `timeout` s) and a moment more. SLURM starts a job some time after
+    sbatch returns; submitit learns the job id from sbatch's answer and only then makes the job's log folder and moves
+    its pickle there. A scheduler that started the task at once found no folder (and died, every task left
+    PENDING): the race showed up on a loaded machine."""
+    folder, deadline = Path(path).parent, time.time() + timeout
+    while not folder.is_dir() and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # the pickle is moved in right after the folder is made
+    return path
 
 
 def _schedule(job, script_path, parallel, tasks):
@@ -67,7 +78,11 @@ def _schedule(job, script_path, parallel, tasks):
             env = {**os.environ, "SLURM_JOB_ID": f"{job}{t:04d}", "SLURM_ARRAY_JOB_ID": job,
                    "SLURM_ARRAY_TASK_ID": str(t), "SLURM_NTASKS": "1", "SLURM_JOB_NUM_NODES": "1",
                    "SLURM_NODEID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_JOB_NODELIST": "localhost"}
-            out = open(_expand(flags.get("output", os.devnull), env), "a")
+            try:
+                out = open(_ready(_expand(flags.get("output", os.devnull), env)), "a")
+            except OSError:  # no log folder after the wait: the task fails, as under SLURM, not the scheduler
+                _set(state, "FAILED")
+                continue
             _set(state, "RUNNING")
             running[t] = (subprocess.Popen(["bash", script_path], env=env, stdout=out, stderr=subprocess.STDOUT,
                                            start_new_session=True), state)
