@@ -46,7 +46,8 @@ def _stale(df):
 # nowhere else, only its own rows (results/reference also holds sweep qk_norm), and no checkpoint (*.pt is
 # git-ignored). Sweeps base_ablation, claims and prope have no committed rows.
 COMMITTED = {"default": "reference", "content": "content", "pretrained": "pretrained/pretrained",
-             "pretrained_precision": "pretrained/pretrained_precision", "prope": "claims/sweeps/prope"}
+             "pretrained_precision": "pretrained/pretrained_precision", "prope": "claims/sweeps/prope",
+             "base_ablation": "claims/sweeps/base_ablation"}
 
 
 def sweep_dir(ctx, sweep):
