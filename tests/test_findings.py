@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.report import findings as F
+from harness.report import findings as F, findings_md
 from harness.report import prose
 
 
@@ -84,7 +84,7 @@ def test_committed_findings_regenerate(study):
     from harness.report.build import pick_reference, prepare
     df = prepare(results.load(prose.ROOT / "results" / study))
     core = df[~df.params.str.contains('"pretrained"')]
-    made = F.markdown(F.findings(core, pick_reference(core, None)))
+    made = findings_md.markdown(F.findings(core, pick_reference(core, None)))
     assert (prose.ROOT / "results" / study / "findings.md").read_text() == made
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from harness import results
 from harness.report import budget as report_budget
-from harness.report import findings as report_findings
+from harness.report import findings as report_findings, findings_md
 from harness.report import chomsky as report_chomsky
 from harness.report import confidence as report_confidence
 from harness.report import flex as report_flex
@@ -220,7 +220,7 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
     md += [chomsky] if chomsky else []
     md += report_budget.section(core, out, made)
     found = report_findings.findings(core, reference)
-    md += report_findings.section(found)
+    md += findings_md.section(found)
     md += report_lmeval.section(df)
     md += report_throughput.section(df, out, made)
     at = len(md)  # the precision section's place; made last, so that its kernel rows have longest to finish
@@ -234,7 +234,7 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
                                                 for r in nan.itertuples()}) + [""]
     report = out / "report.md"
     if len(found):
-        results.atomic_write(out / "findings.md", report_findings.markdown(found).encode())
+        results.atomic_write(out / "findings.md", findings_md.markdown(found).encode())
     results.atomic_write(report, "\n".join(md).encode())
     return report
 
