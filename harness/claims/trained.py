@@ -44,10 +44,10 @@ def _stale(df):
 # Where the repository commits the runs of each sweep the claims read (git-tracked under results/, DESIGN.md §1),
 # relative to results/. With --sweeps at the checkout's results/ (ctx.committed) a sweep is read from here and
 # nowhere else, only its own rows (results/reference also holds sweep qk_norm), and no checkpoint (*.pt is
-# git-ignored). Sweeps base_ablation, claims and prope have no committed rows.
+# git-ignored).
 COMMITTED = {"default": "reference", "content": "content", "pretrained": "pretrained/pretrained",
              "pretrained_precision": "pretrained/pretrained_precision", "prope": "claims/sweeps/prope",
-             "base_ablation": "claims/sweeps/base_ablation"}
+             "base_ablation": "claims/sweeps/base_ablation", "claims": "claims/sweeps/claims"}
 
 
 def sweep_dir(ctx, sweep):
