@@ -26,7 +26,7 @@ RESULTS ?= results/sweeps
 # one after the value would leave its spaces in it, and in make help)
 CLAIMS_OUT ?= $(RESULTS)/claims
 
-.PHONY: help install pretrained-install pretrained test test-fast faults quick sweep report bench bench-check readme-tables eval claims conformance conformance-data conformance-field clean
+.PHONY: help install pretrained-install pretrained test test-gpu test-fast faults quick sweep report bench bench-check readme-tables eval claims conformance conformance-data conformance-field clean
 
 # The descriptions go through make's own expansion (eval of an assignment), so any variable they name prints as
 # its value, command-line overrides included; lines travel joined by \a, # escaped for the assignment, ' for printf.
@@ -54,6 +54,9 @@ TEST_JOBS ?= 2
 test: install $(SMOLLM2_STAMP)  ## the whole test suite (< 10 min on 2 cores, set-up included)
 	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not serial and not faults"
 	$(PY) -m pytest -q -m "serial and not faults" $$(grep -rl --include='*.py' 'mark.serial' tests)
+
+test-gpu: install  ## on a machine with CUDA: the GPU-capable tests on the GPU (kernels, FlexAttention, proportional RoPE)
+	HARNESS_TEST_DEVICE=cuda TRITON_INTERPRET=0 $(PY) -m pytest -q -m gpu
 
 test-fast: install  ## tests without the few marked slow
 	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not slow and not faults"

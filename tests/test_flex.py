@@ -19,7 +19,8 @@ from harness.encodings import ENCODINGS, build, parameters
 from harness.model import Transformer, from_config
 from harness.attention import softmax_attention
 
-pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+pytestmark = [pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile"),
+              pytest.mark.gpu]  # make test-gpu runs it on a lent GPU
 DEVICE = os.environ.get("HARNESS_TEST_DEVICE", "cpu")
 B, H, D = 2, 4, 16
 DIMS = dict(d_model=H * D, n_heads=H, head_dim=D)

@@ -30,6 +30,8 @@ from harness.rope.apply import IMPLS, apply_rotary_qk, pick, rotary_table  # noq
 from harness.rope.frequencies import frequencies  # noqa: E402
 from harness.rope.fused import rotate  # noqa: E402
 
+pytestmark = pytest.mark.gpu  # make test-gpu runs this file on a lent GPU (HARNESS_TEST_DEVICE=cuda)
+
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed (pip install -e '.[dev]')")
 FUSED_NAMES = ["cpu", "triton"] if DEVICE == "cpu" else ["triton"]

@@ -31,6 +31,8 @@ from harness.attention import attention_logits
 from harness.rope import IMPLS, frequencies  # noqa: E402
 from harness.rope import cpu as cpu_kernel  # noqa: E402
 
+pytestmark = pytest.mark.gpu  # make test-gpu runs this file on a lent GPU (HARNESS_TEST_DEVICE=cuda)
+
 CONF = os.path.join(os.path.dirname(__file__), "..", "conf")
 # Positions past fp32's exact phase range too (both sides compute pos.float() * inv_freq in fp32).
 POS = torch.tensor([0, 1, 2, 3, 50, 1000, 4095, 65535])
