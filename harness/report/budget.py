@@ -179,6 +179,16 @@ def section(df, out, made):
     return md
 
 
+def _seeds(d):
+    """'3 seeds per rung', or where encodings have more: '3-8 seeds per encoding and rung (8: nope, rope, t5)'."""
+    n = d.dropna(subset=["value"]).groupby(["pair", "budget"]).seed.nunique()
+    lo, hi = int(n.min()), int(n.max())
+    if lo == hi:
+        return f"{lo} seeds per rung"
+    most = sorted({p for (p, _), k in n.items() if k == hi})
+    return f"{lo}–{hi} seeds per encoding and rung ({hi}: {', '.join(most)})"
+
+
 def readme_lines(df):
     """The README's ladder-summary block (harness.report.summary.render) for report rows: the rungs' scale, then
     per pair of rungs and length τ with its interval and the agree / flip counts, from `comparisons`."""
@@ -187,11 +197,12 @@ def readme_lines(df):
         rungs = "; ".join(f"{names[k]}: {r.model} ({int(r.n_layers)} layers, d_model {int(r.d_model)}), "
                           f"{_amount(r.n_params)} parameters, {_amount(r.train_tokens)} tokens, "
                           f"{_amount(r.train_flops)} FLOPs" for k, r in b.iterrows())
-        out += [f"Task `{task}`, {title}; {d.pair.nunique()} encodings, {d.seed.nunique()} seeds per rung. Rungs: "
-                f"{rungs}.\n", "| rungs | length | Kendall τ [95% interval] | pairs agree / flip / one rung / open | "
-                "flipped pairs |", "|---|---|---|---|---|"]
+        out += [f"Task `{task}`, {title}; {d.pair.nunique()} encodings, {_seeds(d)}. Rungs: "
+                f"{rungs}.\n", "| rungs | length | Kendall τ [95% interval] | pairs agree / flip / one rung / open "
+                "(paired 95% CI, unadjusted) | flipped pairs |", "|---|---|---|---|---|"]
         out += [f"| {r['rungs']} | {r['length']} | {r['Kendall τ']} {r['95% interval']} | {r['agree']} / {r['flip']} / "
                 f"{r['one rung only']} / {r['open']} | {r['flipped pairs']} |" for _, r in table.iterrows()]
-        out += ["", f"Crossovers between consecutive rungs (mean order changes): {len(cross)}, of which established "
-                f"at both rungs: {int((cross.established == transfer.WHERE['flip']).sum()) if len(cross) else 0}.", ""]
+        out += ["", f"Crossovers between consecutive rungs (mean order changes): {len(cross)}, of which with a paired "
+                f"CI excluding 0 at both rungs (unadjusted): "
+                f"{int((cross.established == transfer.WHERE['flip']).sum()) if len(cross) else 0}.", ""]
     return out

@@ -173,7 +173,7 @@ def section(df, paths):
 def render(text, root):
     """text with every reference-summary block (and ladder-summary block: harness.report.budget.readme_lines)
     regenerated from the results dir it names (relative to root)."""
-    from harness.report import budget
+    from harness.report import budget, findings, findings_md
     from harness.report.labels import prepare
 
     def rows(m):
@@ -184,7 +184,9 @@ def render(text, root):
         return m.group(1) + "\n".join(lines(rows(m), [Path(root) / m.group(2)])) + "\n" + m.group(4)
 
     def ladder(m):
-        return m.group(1) + "\n".join(budget.readme_lines(rows(m))) + "\n" + m.group(4)
+        d = rows(m)
+        lines_ = budget.readme_lines(d) + findings_md.readme_lines(findings.findings(d))
+        return m.group(1) + "\n".join(lines_) + "\n" + m.group(4)
     return LADDER.sub(ladder, BLOCK.sub(one, text))
 
 
