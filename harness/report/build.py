@@ -172,6 +172,27 @@ def non_finite(df, most=12):
     return [f"**Non-finite values left out of every mean** ({len(bad)} rows): " + "; ".join(said) + more + "\n"]
 
 
+def head(df):
+    """The report's first lines: what the rows are, how intervals are read, failed or skipped runs."""
+    seeds = sorted(df.seed.dropna().unique())
+    md = ["# Positional-encoding benchmark report\n",
+            f"Sweeps: {', '.join(sorted(df.sweep.unique()))}; {df.run_id.nunique()} runs, {len(df)} rows; "
+            f"seeds: {', '.join(str(int(s)) for s in seeds)} (n = {len(seeds)}); "
+            f"tasks: {', '.join(sorted(df.task.unique()))}; device: {', '.join(sorted(df.device.unique()))}; "
+            f"torch {', '.join(sorted(df.torch.unique()))}; git {', '.join(sorted(df.git_sha.unique()))}.\n",
+            "Every number over seeds comes with its 95% interval on the metric's scale: `mean ± half-width` "
+            "of the t interval; for a proportion (accuracy) or a quantity ≥ 0 (loss, effective length) that "
+            "interval clipped to the range, shown `mean [lo, hi]` where clipped; for a positive ratio-scale "
+            "quantity (perplexity, throughput, memory, time) the geometric mean `[lo, hi]` of the t interval "
+            "of the logarithms. A difference is called one only when its paired t interval excludes zero, "
+            "and one seed decides nothing.\n"]
+    if df.attrs.get("failed"):
+        md.append("**Failed runs left out:** " + "; ".join(f"`{p}` ({m})" for p, m in df.attrs["failed"]) + "\n")
+    if df.attrs.get("skipped"):
+        md.append("**Skipped corrupt rows files:** " + "; ".join(f"`{p}` ({e})" for p, e in df.attrs["skipped"]) + "\n")
+    return md
+
+
 def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=()):
     """Write out/report.md and out/*.png from the rows under paths; returns the report path.
     kernel_max_len: longest position of the precision section's kernel-level grid. reference: the variant
@@ -192,51 +213,41 @@ def build(paths, out, kernel_max_len=MAX_LEN, reference=None, test="t", flex=())
     report_flex.read(flex)  # so does a bad --flex file
     out.mkdir(parents=True, exist_ok=True)
     report_precision.start(df, paths, out, kernel_max_len)  # in another process while the rest is made
-    seeds = sorted(df.seed.dropna().unique())
-    made, md = [], [f"# Positional-encoding benchmark report\n",
-                    f"Sweeps: {', '.join(sorted(df.sweep.unique()))}; {df.run_id.nunique()} runs, {len(df)} rows; "
-                    f"seeds: {', '.join(str(int(s)) for s in seeds)} (n = {len(seeds)}); "
-                    f"tasks: {', '.join(sorted(df.task.unique()))}; device: {', '.join(sorted(df.device.unique()))}; "
-                    f"torch {', '.join(sorted(df.torch.unique()))}; git {', '.join(sorted(df.git_sha.unique()))}.\n",
-                    "Every number over seeds comes with its 95% interval on the metric's scale: `mean ± half-width` "
-                    "of the t interval; for a proportion (accuracy) or a quantity ≥ 0 (loss, effective length) that "
-                    "interval clipped to the range, shown `mean [lo, hi]` where clipped; for a positive ratio-scale "
-                    "quantity (perplexity, throughput, memory, time) the geometric mean `[lo, hi]` of the t interval "
-                    "of the logarithms. A difference is called one only when its paired t interval excludes zero, "
-                    "and one seed decides nothing.\n"]
-    if df.attrs.get("failed"):
-        md.append("**Failed runs left out:** " + "; ".join(f"`{p}` ({m})" for p, m in df.attrs["failed"]) + "\n")
-    if df.attrs.get("skipped"):
-        md.append("**Skipped corrupt rows files:** " + "; ".join(f"`{p}` ({e})" for p, e in df.attrs["skipped"]) + "\n")
-    md += non_finite(df)
-    train_lens = sorted(df.train_len.unique())
-    lm_eval = df.protocol.str.startswith("lm_eval")
-    md += report_summary.section(df[~lm_eval], paths)
-    for task, all_t in df[~lm_eval].groupby("task"):
-        md += task_section(task, all_t, df, train_lens, out, made, reference)
-    core = df[~lm_eval]
-    md += report_confidence.section(core, reference, test)
-    chomsky = report_chomsky.section(core)
-    md += [chomsky] if chomsky else []
-    md += report_budget.section(core, out, made)
-    found = report_findings.findings(core, reference)
-    md += findings_md.section(found)
-    md += report_lmeval.section(df)
-    md += report_throughput.section(df, out, made)
-    at = len(md)  # the precision section's place; made last, so that its kernel rows have longest to finish
-    md += report_flex.section(flex, out, made)
-    md += training_section(df, out, made, reference)
-    md += report_pretrained.section(pretrained, raw, out, made) if len(pretrained) else []
-    md[at:at] = report_precision.section(df, paths, out, made, md_table, kernel_max_len, reference)
-    nan = df[df.value.isna() & df.params.str.contains("nan_reason")]
-    if not nan.empty:
-        md += ["## Not measurable\n"] + sorted({f"- {r.variant} at {r.eval_len}: {json.loads(r.params)['nan_reason']}"
-                                                for r in nan.itertuples()}) + [""]
-    report = out / "report.md"
-    if len(found):
-        results.atomic_write(out / "findings.md", findings_md.markdown(found).encode())
-    results.atomic_write(report, "\n".join(md).encode())
-    return report
+    try:  # a report that fails stops its kernel-rows process rather than leaving it computing
+        made, md = [], head(df)
+        md += non_finite(df)
+        train_lens = sorted(df.train_len.unique())
+        lm_eval = df.protocol.str.startswith("lm_eval")
+        md += report_summary.section(df[~lm_eval], paths)
+        for task, all_t in df[~lm_eval].groupby("task"):
+            md += task_section(task, all_t, df, train_lens, out, made, reference)
+        core = df[~lm_eval]
+        md += report_confidence.section(core, reference, test)
+        chomsky = report_chomsky.section(core)
+        md += [chomsky] if chomsky else []
+        md += report_budget.section(core, out, made)
+        found = report_findings.findings(core, reference)
+        md += findings_md.section(found)
+        md += report_lmeval.section(df)
+        md += report_throughput.section(df, out, made)
+        at = len(md)  # the precision section's place; made last, so that its kernel rows have longest to finish
+        md += report_flex.section(flex, out, made)
+        md += training_section(df, out, made, reference)
+        md += report_pretrained.section(pretrained, raw, out, made) if len(pretrained) else []
+        md[at:at] = report_precision.section(df, paths, out, made, md_table, kernel_max_len, reference)
+        nan = df[df.value.isna() & df.params.str.contains("nan_reason")]
+        if not nan.empty:
+            md += ["## Not measurable\n"] + sorted({f"- {r.variant} at {r.eval_len}: "
+                                                    f"{json.loads(r.params)['nan_reason']}"
+                                                    for r in nan.itertuples()}) + [""]
+        report = out / "report.md"
+        if len(found):
+            results.atomic_write(out / "findings.md", findings_md.markdown(found).encode())
+        results.atomic_write(report, "\n".join(md).encode())
+        return report
+    except BaseException:
+        report_precision.stop_kernel_rows()
+        raise
 
 
 def main(argv=None):

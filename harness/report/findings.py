@@ -264,5 +264,5 @@ def findings(df, reference=None) -> pd.DataFrame:
     orders = pd.concat(orders, ignore_index=True) if orders else pd.DataFrame(columns=COLUMNS + ["diff", "i", "j"])
     parts = [orders, flip_findings(orders) if len(orders) else None, change_findings(core),
              pd.concat(ranks, ignore_index=True) if ranks else None]
-    out = pd.concat([p for p in parts if p is not None and len(p)], ignore_index=True)
-    return out[COLUMNS] if len(out) else pd.DataFrame(columns=COLUMNS)
+    parts = [p for p in parts if p is not None and len(p)]
+    return pd.concat(parts, ignore_index=True)[COLUMNS] if parts else pd.DataFrame(columns=COLUMNS)
