@@ -3,15 +3,16 @@
     pytest -p harness.conformance.pytest_plugin --rope-conformance mylib.rotary:apply_rotary_pos_emb \
         [--rope-convention hf] [--rope-dtype fp32,bf16]
 
-(or `pytest_plugins = ["harness.conformance.pytest_plugin"]` in the library's root conftest.py; the plugin is not
-an auto-loaded entry point, so it adds nothing to the pytest runs of whoever merely installs the harness). Each
-golden case (harness/conformance/golden.npz) in each dtype becomes one
-test item, `rope_conformance[<case id>-<dtype>]`; it fails with the suite's table of that case (max error, the
-ulp-derived bound, the named bug class) when any check FAILs or errors, is skipped when every check is (the adapter
-raised NotImplementedError), and passes otherwise. The options are the CLI's (`python -m harness.conformance
---help` prints the adapter contract): the calling-convention flags map one to one. The code under test runs in the
-pytest process, as the library's other tests do (the CLI's worker process, time limit and crash isolation are
-the CLI's; run that for a library that may hang or crash)."""
+or `pytest_plugins = ["harness.conformance.pytest_plugin"]` in the library's root conftest.py. It is not an
+auto-loaded entry point, so it adds nothing to the pytest runs of whoever merely installs the harness.
+
+Each golden case (harness/conformance/golden.npz) in each dtype becomes one test item,
+`rope_conformance[<case id>-<dtype>]`: it fails with the suite's table of that case (max error, the ulp-derived
+bound, the named bug class) when any check FAILs or errors, is skipped when every check is (the adapter raised
+NotImplementedError), and passes otherwise. The options are the CLI's (`python -m harness.conformance --help`
+prints the adapter contract): the calling-convention flags map one to one. The code under test runs in the pytest
+process, as the library's other tests do; the CLI's worker process, time limit and crash isolation are the CLI's
+(run that for a library that may hang or crash)."""
 import dataclasses
 
 import pytest
