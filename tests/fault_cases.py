@@ -107,8 +107,8 @@ CASES = [
          rc=2, line=r"^harness\.conformance: error: .*nosuch_pkg", unchanged=True),
     Case("conformance: bad --dtype", ["-m", "harness.conformance", "--apply", HF_APPLY, "--dtype", "fp8"], rc=2,
          line=r"^harness\.conformance: error: unknown --dtype 'fp8'", unchanged=True),
-    Case("hf_config: missing config.json", ["-m", "harness.hf_config", "{tmp}/none.json"], rc=2,
-         line=r"^harness\.hf_config: error: .*none\.json: not a readable JSON file", unchanged=True),
+    Case("hf: missing config.json", ["-m", "harness.hf", "{tmp}/none.json"], rc=2,
+         line=r"^harness\.hf: error: .*none\.json: not a readable JSON file", unchanged=True),
     # the run-dir lock
     Case("two identical runs at once", harness(), line=r"^ok ", stream="out", copies=2, rows="base",
          check=one_trains),

@@ -356,7 +356,7 @@ CASES = [
     Case("reliability: report over a run with one ppl of NaN", ["-m", "harness.report", "{out}", "--wandb",
                                                                 "disabled"], setup=one_metric(float("nan")),
          line=r"wrote .*report\.md", stream="out", check=report_written),
-    Case("reliability: hf_config --from-run whose config.yaml was rewritten after the run",
-         ["-m", "harness.hf_config", "--from-run", "{run}"], rc=2, setup=rewritten_config, unchanged=True,
-         line=r"^harness\.hf_config: error: .*config"),
+    Case("reliability: hf --from-run whose config.yaml was rewritten after the run",
+         ["-m", "harness.hf", "--from-run", "{run}"], rc=2, setup=rewritten_config, unchanged=True,
+         line=r"^harness\.hf: error: .*config"),
 ]

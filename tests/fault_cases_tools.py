@@ -1,5 +1,5 @@
 """Fault cases of the tools around the runs (tests/fault_cases.py collects them): the HF config converter
-(python -m harness.hf_config), the claims CLI's --only, the conformance suite's CLI with implementations that try
+(python -m harness.hf), the claims CLI's --only, the conformance suite's CLI with implementations that try
 to forge a pass (exit 0, mutate their inputs, hang, crash), the C kernel's cache (an unwritable $HOME, a stale or
 planted library), and the kernel, flex and pretrained-report CLIs. Bad input: one `<prog>: error:` line naming
 what is wrong and the valid choices, exit 2, nothing written; a forged or broken implementation: a FAIL or an
@@ -14,8 +14,8 @@ import pandas as pd
 
 from tests.fault_kit import Case, expect, harness, status, the_run
 
-HF = ["-m", "harness.hf_config"]
-HF_ERR = r"^harness\.hf_config: error: "
+HF = ["-m", "harness.hf"]
+HF_ERR = r"^harness\.hf: error: "
 CLAIMS = ["-m", "harness.claims", "--sweeps", "{tmp}/sweeps", "--out", "{tmp}/claims"]
 CLAIMS_ERR = r"^harness\.claims: error: "
 CONFORM = ["-m", "harness.conformance", "--convention", "x_cos_sin", "--rope-type", "default"]
@@ -70,7 +70,7 @@ def hf_file(content):
 
 
 def hf_rejected(name, content, line, argv=("{tmp}/cfg.json",), **kw):
-    return Case(f"tools: hf_config: {name}", [*HF, *argv], rc=2, line=HF_ERR + line,
+    return Case(f"tools: hf: {name}", [*HF, *argv], rc=2, line=HF_ERR + line,
                 setup=kw.pop("setup", hf_file(content)), unchanged=True, **kw)
 
 

@@ -1,4 +1,4 @@
-"""HF configs in and out for the `rope` encoding (`harness/hf_config.py`), checked against transformers itself.
+"""HF configs in and out for the `rope` encoding (`harness/hf/`), checked against transformers itself.
 
 For each model family, the rope part of its hub config.json (literal dicts below, each citing its repo id; nothing is
 downloaded) goes three ways: through `rope_from_hf` into our encoding, through the model's HF config class into its
@@ -19,7 +19,7 @@ needs_transformers = pytest.mark.skipif(transformers is None, reason="transforme
                                         "and rotary classes are the reference (the plain-JSON reading is tested)")
 
 from harness.encodings import build
-from harness.hf_config import HF_ROPE_TYPES, rope_from_hf, rope_to_hf
+from harness.hf import HF_ROPE_TYPES, rope_from_hf, rope_to_hf
 from harness.rope.frequencies import ROPE_INIT_FUNCTIONS, SEQ_LEN_TYPES
 
 # meta-llama/Llama-3.1-8B config.json (rope keys and the dims they need)
@@ -113,7 +113,7 @@ def hf_object(dotted):
 LENGTHS = {"llama2_dynamic": (4096, 4097, 3 * 4096 + 5), "phi3.5_longrope": (4096, 4097, 131072)}
 
 
-def hf_config(family, overrides=None):
+def class_config(family, overrides=None):
     """The HF config object as transformers builds it from config.json (a deep copy: HF edits the dicts it gets)."""
     cfg, cls, _ = FAMILIES[family]
     return getattr(transformers, cls)(**copy.deepcopy(overrides if overrides is not None else cfg))
@@ -138,10 +138,10 @@ def assert_same(ours, theirs):
 @pytest.fixture(params=["transformers", "json"])
 def reading(request, monkeypatch):
     """Each reading of a config.json: transformers' own config class for its model_type, and the plain JSON by
-    HF's rules (harness.config.hf_json: what runs without transformers)."""
-    from harness.config import hf_transformers
+    HF's rules (harness.hf.plain: what runs without transformers)."""
+    from harness.hf import classes
     if request.param == "json":
-        monkeypatch.setattr(hf_transformers, "config_class", lambda model_type: None)
+        monkeypatch.setattr(classes, "config_class", lambda model_type: None)
     elif transformers is None:
         pytest.skip("transformers is not installed: its reading cannot run")
     return request.param
@@ -158,7 +158,7 @@ def test_hf_rope_types_are_transformers_own():
 @pytest.mark.parametrize("family", FAMILIES)
 def test_frequencies_equal_hf(family):
     enc = build("rope", **rope_from_hf(FAMILIES[family][0]))
-    config = hf_config(family)
+    config = class_config(family)
     assert_same(enc.frequencies(None), hf_frequencies(family, config))
     for seq_len in LENGTHS.get(family, ()):
         assert enc.rope_type in SEQ_LEN_TYPES
@@ -170,7 +170,7 @@ def test_frequencies_equal_hf(family):
 def test_reads_what_transformers_v5_writes(family):
     # PreTrainedConfig.to_dict: rope_theta moved into rope_parameters, type and rope_type both kept, Phi-3's
     # partial_rotary_factor 1.0 and original_max_position_embeddings copied in
-    assert rope_from_hf(hf_config(family).to_dict()) == rope_from_hf(FAMILIES[family][0])
+    assert rope_from_hf(class_config(family).to_dict()) == rope_from_hf(FAMILIES[family][0])
 
 
 @needs_transformers
@@ -181,7 +181,7 @@ def test_round_trip_and_the_fragment_is_hf_correct(family):
     assert rope_from_hf(fragment) == params
     assert "rope_scaling" not in fragment and "rope_theta" not in fragment  # v5 keeps them in rope_parameters
     # the fragment alone (over the class's defaults) gives HF the same frequencies
-    config = hf_config(family, fragment)
+    config = class_config(family, fragment)
     enc = build("rope", **params)
     assert_same(enc.frequencies(None), hf_frequencies(family, config))
     for seq_len in LENGTHS.get(family, ()):
@@ -207,7 +207,7 @@ def test_rotated_scores_equal_hf(family):
     gen = torch.Generator().manual_seed(0)
     q, k = torch.randn(2, 1, 2, 12, params["head_dim"], generator=gen)  # each (B, H, T, D)
     pos = torch.arange(start, start + 12)
-    cos, sin = hf_object(FAMILIES[family][2])(hf_config(family))(q, pos[None])
+    cos, sin = hf_object(FAMILIES[family][2])(class_config(family))(q, pos[None])
     hq, hk = apply(q, k, cos, sin)
     oq, ok = build("rope", **params, impl="reference").rotate(q, k, pos)
     torch.testing.assert_close(oq @ ok.transpose(-1, -2), hq @ hk.transpose(-1, -2), rtol=1e-5, atol=1e-5)
@@ -345,7 +345,7 @@ BAD_FROM_HF = [
 
 
 @pytest.mark.parametrize("config, message", BAD_FROM_HF)
-def test_bad_hf_config_is_one_line(config, message, reading):
+def test_bad_config_json_is_one_line(config, message, reading):
     with pytest.raises(ValueError, match=message) as info:
         rope_from_hf(config)
     assert "\n" not in str(info.value)
@@ -353,7 +353,7 @@ def test_bad_hf_config_is_one_line(config, message, reading):
 
 def test_every_rope_key_has_a_checked_kind():
     """A rope_type's keys (and any HF config key read) are all type-checked: a new key without a kind fails here."""
-    from harness.config.hf_rope import COMMON_KEYS, ROPE_KEYS, _type_keys
+    from harness.hf.rope import COMMON_KEYS, ROPE_KEYS, _type_keys
     taken = {k for t in HF_ROPE_TYPES for k in _type_keys(t)[0]} | set(COMMON_KEYS)
     assert taken <= set(ROPE_KEYS), sorted(taken - set(ROPE_KEYS))
 
@@ -397,7 +397,7 @@ def test_longrope_needs_its_factor(reading):
 
 
 def test_cli_prints_overrides_that_compose_to_the_same_rope(tmp_path, capsys):
-    """`python -m harness.hf_config config.json` -> Hydra overrides; composed, they are rope_from_hf's parameters."""
+    """`python -m harness.hf config.json` -> Hydra overrides; composed, they are rope_from_hf's parameters."""
     import json
     import shlex
 
@@ -405,7 +405,7 @@ def test_cli_prints_overrides_that_compose_to_the_same_rope(tmp_path, capsys):
 
     from harness import config as config_lib
     from harness.__main__ import CONF
-    from harness.hf_config import main
+    from harness.hf.cli import main
     (tmp_path / "config.json").write_text(json.dumps(LLAMA_31_8B))
     assert main([str(tmp_path / "config.json")]) == 0
     out = capsys.readouterr()
@@ -427,7 +427,7 @@ def test_cli_prints_one_shell_quoted_line_that_the_harness_validates(hf, tmp_pat
     import shlex
     import subprocess
 
-    from harness.hf_config import main
+    from harness.hf.cli import main
     from harness.infra.preflight import validate
     (tmp_path / "config.json").write_text(json.dumps(hf))
     assert main([str(tmp_path / "config.json")]) == 0
@@ -447,7 +447,7 @@ def test_cli_prints_one_shell_quoted_line_that_the_harness_validates(hf, tmp_pat
 def test_cli_from_run_writes_the_fragment_and_refuses_in_one_line(tmp_path, capsys):
     import json
 
-    from harness.hf_config import main
+    from harness.hf.cli import main
     run = tmp_path / "run"
     (run / ".hydra").mkdir(parents=True)
     params = {k: v for k, v in rope_from_hf(LLAMA_31_8B).items() if k != "head_dim"}
@@ -460,7 +460,7 @@ def test_cli_from_run_writes_the_fragment_and_refuses_in_one_line(tmp_path, caps
                        (["--from-run", str(tmp_path)], "no .hydra/config.yaml")):
         assert main(argv) == 2
         err = capsys.readouterr().err
-        assert err.startswith("harness.hf_config: error: ") and err.count("\n") == 1 and says in err
+        assert err.startswith("harness.hf: error: ") and err.count("\n") == 1 and says in err
 
 
 @pytest.mark.parametrize("content, says", [
@@ -480,16 +480,16 @@ def test_cli_from_run_writes_the_fragment_and_refuses_in_one_line(tmp_path, caps
 def test_cli_bad_files_are_one_line_naming_the_file(tmp_path, capsys, content, says):
     import re
 
-    from harness.hf_config import main
+    from harness.hf.cli import main
     (tmp_path / "cfg.json").write_bytes(content)
     assert main([str(tmp_path / "cfg.json")]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.count("\n") == 1 and err.startswith(f"harness.hf_config: error: {tmp_path / 'cfg.json'}: ")
+    assert out == "" and err.count("\n") == 1 and err.startswith(f"harness.hf: error: {tmp_path / 'cfg.json'}: ")
     assert re.search(says, err.strip()), err
 
 
 def test_cli_directory_and_usage_errors_are_one_line(tmp_path, capsys):
-    from harness.hf_config import main
+    from harness.hf.cli import main
     assert main([str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip().endswith(f"{tmp_path}: not a readable JSON file (is a directory)")
     for argv, says in ((["a.json", "b.json"], "unrecognized arguments: b.json"), (["--layer"], "expected one argument"),
@@ -518,7 +518,7 @@ def test_cli_directory_and_usage_errors_are_one_line(tmp_path, capsys):
 def test_cli_from_run_bad_config_yaml_is_one_line(tmp_path, capsys, yaml_text, says):
     import re
 
-    from harness.hf_config import main
+    from harness.hf.cli import main
     (tmp_path / ".hydra").mkdir()
     (tmp_path / ".hydra" / "config.yaml").write_text(yaml_text)
     assert main(["--from-run", str(tmp_path)]) == 2
@@ -531,7 +531,7 @@ def test_cli_from_run_bad_config_yaml_is_one_line(tmp_path, capsys, yaml_text, s
 def test_cli_layer_type_on_a_flat_config_names_the_file(tmp_path, capsys):
     import json
 
-    from harness.hf_config import main
+    from harness.hf.cli import main
     (tmp_path / "cfg.json").write_text(json.dumps(LLAMA_31_8B))
     assert main([str(tmp_path / "cfg.json"), "--layer-type", "full_attention"]) == 2
     err = capsys.readouterr().err
@@ -561,8 +561,8 @@ def test_gemma4_full_attention_takes_the_global_head_dim(reading):
 
 
 def test_gemma4_without_its_global_head_dim_is_refused_as_plain_json(monkeypatch):
-    from harness.config import hf_transformers
-    monkeypatch.setattr(hf_transformers, "config_class", lambda model_type: None)
+    from harness.hf import classes
+    monkeypatch.setattr(classes, "config_class", lambda model_type: None)
     bare = {k: v for k, v in GEMMA4.items() if k != "global_head_dim"}
     with pytest.raises(ValueError, match=r"gives its full_attention layers their own head size \(global_head_dim"):
         rope_from_hf(bare, layer_type="full_attention")
@@ -571,7 +571,7 @@ def test_gemma4_without_its_global_head_dim_is_refused_as_plain_json(monkeypatch
 def test_cli_per_layer_config_names_the_flag_and_the_layer_types(tmp_path, capsys):
     import json
 
-    from harness.hf_config import main
+    from harness.hf.cli import main
     (tmp_path / "gemma4.json").write_text(json.dumps(GEMMA4))
     assert main([str(tmp_path / "gemma4.json")]) == 2
     err = capsys.readouterr().err
@@ -589,7 +589,7 @@ def test_cli_names_the_keys_it_ignores(tmp_path, capsys):
     """Ministral 3 keeps its query temperature's beta in rope_parameters: not the rotation, said on stderr."""
     import json
 
-    from harness.hf_config import main
+    from harness.hf.cli import main
     cfg = {**DIMS, "rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 16.0, "beta_fast": 32.0,
                                        "beta_slow": 1.0, "original_max_position_embeddings": 16,
                                        "llama_4_scaling_beta": 0.1}}
@@ -600,15 +600,15 @@ def test_cli_names_the_keys_it_ignores(tmp_path, capsys):
 
 
 def test_without_transformers_the_cli_reads_the_plain_json(tmp_path):
-    """transformers missing: `python -m harness.hf_config` still converts (the plain-JSON reading)."""
+    """transformers missing: `python -m harness.hf` still converts (the plain-JSON reading)."""
     import json
     import subprocess
     import sys
     from pathlib import Path
     (tmp_path / "cfg.json").write_text(json.dumps(LLAMA_31_8B))
     code = ("import runpy, sys; sys.modules['transformers'] = None; "
-            f"sys.argv = ['hf_config', {str(tmp_path / 'cfg.json')!r}]; "
-            "runpy.run_module('harness.hf_config', run_name='__main__')")
+            f"sys.argv = ['harness.hf', {str(tmp_path / 'cfg.json')!r}]; "
+            "runpy.run_module('harness.hf', run_name='__main__')")
     out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

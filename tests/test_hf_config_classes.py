@@ -1,4 +1,4 @@
-"""`rope_from_hf` against every config class transformers has with a RoPE (harness/hf_config.py).
+"""`rope_from_hf` against every config class transformers has with a RoPE (harness/hf/).
 
 The classes: every entry of transformers' CONFIG_MAPPING whose default config has rope_parameters, built from the
 class defaults. For each, its config.json (`to_dict()`, what v5's save_pretrained writes but for unchanged defaults)
@@ -24,10 +24,10 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING, CONFIG_M
 from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES  # noqa: E402
 
 from harness.encodings import build  # noqa: E402
-from harness.hf_config import rope_from_hf  # noqa: E402
+from harness.hf import rope_from_hf  # noqa: E402
 
-AXIAL = "rope_type 'axial': 2-D RoPE over a vision encoder's patch rows and columns (hf_config refuses it)"
-# model_type: why hf_config refuses it (a one-line ValueError, checked below): not 1-D RoPE over token positions
+AXIAL = "rope_type 'axial': 2-D RoPE over a vision encoder's patch rows and columns (harness.hf refuses it)"
+# model_type: why harness.hf refuses it (a one-line ValueError, checked below): not 1-D RoPE over token positions
 REFUSED = {
     **{t: AXIAL for t in (
         "cohere_compass_vision", "dots3_note_vision_encoder", "edgetam_video", "ernie4_5_vl_moe_vision",
@@ -158,7 +158,7 @@ def _compare(saved, theirs):
         assert inv.dtype == hf_inv.dtype and inv.shape == hf_inv.shape, (layer_type, params, hf_inv.shape)
         assert torch.equal(inv, hf_inv), (layer_type, params, (inv - hf_inv).abs().max())
         assert math.isclose(att, hf_att, rel_tol=1e-15, abs_tol=0), (layer_type, att, hf_att)
-    if list(theirs) != [None]:  # per layer type: hf_config names the same layer types, and wants one
+    if list(theirs) != [None]:  # per layer type: harness.hf names the same layer types, and wants one
         with pytest.raises(ValueError, match=r"per layer type") as info:
             rope_from_hf(saved)
         assert sorted(info.value.choices) == sorted(theirs)
@@ -175,7 +175,7 @@ def test_refused_classes_are_one_line(model_type):
 
 @pytest.mark.parametrize("model_type", sorted(OVERRIDDEN))
 def test_overridden_defaults_are_refused_as_given(model_type):
-    """The defaults OVERRIDDEN replaces: hf_config refuses them in one line rather than build what HF cannot."""
+    """The defaults OVERRIDDEN replaces: harness.hf refuses them in one line rather than build what HF cannot."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         raw = CONFIG_MAPPING[model_type]().to_dict()
@@ -207,23 +207,23 @@ def _layer_types(saved):
 
 
 def test_plain_json_reading_equals_transformers_for_every_class(monkeypatch):
-    """Without transformers (or for a model_type it does not know) hf_config reads the JSON by HF's rules by hand
-    (harness.config.hf_json): for every compared class's config.json it gives what transformers' class gives."""
-    from harness.config import hf_transformers
+    """Without transformers (or for a model_type it does not know) harness.hf reads the JSON by HF's rules by
+    hand (harness.hf.plain): for every compared class's config.json it gives what transformers' class gives."""
+    from harness.hf import classes
     ours = {}
     for model_type in COMPARED:
         saved = CLASSES[model_type].to_dict()
         ours[model_type] = {lt: rope_from_hf(saved, layer_type=lt) for lt in _layer_types(saved)}
-    monkeypatch.setattr(hf_transformers, "config_class", lambda model_type: None)
+    monkeypatch.setattr(classes, "config_class", lambda model_type: None)
     differ = [t for t in COMPARED
               if {lt: rope_from_hf(CLASSES[t].to_dict(), layer_type=lt) for lt in ours[t]} != ours[t]]
     assert not differ
 
 
 def test_the_plain_reading_s_tables_are_transformers_own():
-    """hf_json's tables of class knowledge equal what transformers' classes say: the attribute_map entries of the
-    keys it reads, and the classes whose rope_interleave defaults to True."""
-    from harness.config.hf_json import ATTRIBUTE_MAPS, INTERLEAVED_MODEL_TYPES
+    """harness.hf.plain's tables of class knowledge equal what transformers' classes say: the attribute_map entries
+    of the keys it reads, and the classes whose rope_interleave defaults to True."""
+    from harness.hf.plain import ATTRIBUTE_MAPS, INTERLEAVED_MODEL_TYPES
     keys = ("head_dim", "hidden_size", "num_attention_heads", "max_position_embeddings", "rope_theta",
             "partial_rotary_factor", "rope_interleave")
     maps = {t: {k: v for k, v in (getattr(type(c), "attribute_map", None) or {}).items() if k in keys}

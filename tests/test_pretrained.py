@@ -7,8 +7,8 @@ import torch.nn.functional as F
 
 transformers = pytest.importorskip("transformers")
 
-from harness.hf_config import rope_from_hf  # noqa: E402
 from harness import encodings  # noqa: E402
+from harness.hf import rope_from_hf  # noqa: E402
 from harness.pretrained import checkpoint, rotary, scoring, variants  # noqa: E402
 
 TRAINED = 64  # the toy checkpoint's max_position_embeddings

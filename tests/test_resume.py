@@ -507,10 +507,10 @@ def test_wandb_on_a_full_disk_after_the_rows_is_one_line_and_the_run_stays_ok(tm
     assert json.loads(status.read_text())["status"] == "ok"
 
 
-def test_hf_config_from_run_refuses_a_config_a_later_command_rewrote(tmp_path, capsys):
+def test_hf_from_run_refuses_a_config_a_later_command_rewrote(tmp_path, capsys):
     """Before: --from-run read .hydra/config.yaml as it found it, whatever run made the rows."""
     import yaml
-    from harness.hf_config import main
+    from harness.hf.cli import main
     p = subprocess.run([a for a in command(tmp_path, "encoding=rope") if a != "-m"], cwd=ROOT, capture_output=True,
                        text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr[-2000:]

@@ -24,7 +24,7 @@ CASES = {
 }
 
 
-def _hf_config(rope_type, head_dim, base, prf, max_pos, params):
+def _gpt_neox_config(rope_type, head_dim, base, prf, max_pos, params):
     rp = {"rope_type": rope_type, "rope_theta": base, "partial_rotary_factor": prf, **params}
     if rope_type in ("yarn", "llama3", "longrope"):
         rp["original_max_position_embeddings"] = max_pos // 4 if rope_type != "llama3" else max_pos
@@ -46,7 +46,7 @@ def test_frequencies_equal_hf_rope_init_functions(rope_type, case):
     if rope_type == "longrope":
         n = int(head_dim * prf) // 2
         params = dict(params, short_factor=[1.0 + i / n for i in range(n)], long_factor=[2.0 + 3 * i / n for i in range(n)])
-    cfg = _hf_config(rope_type, head_dim, base, prf, max_pos, params)
+    cfg = _gpt_neox_config(rope_type, head_dim, base, prf, max_pos, params)
     for seq_len in (None, max_pos // 8, max_pos, 3 * max_pos):
         ref, ref_att = ROPE_INIT_FUNCTIONS[rope_type](cfg, "cpu", seq_len=seq_len)
         got, att = _ours(rope_type, cfg, seq_len)
@@ -56,7 +56,7 @@ def test_frequencies_equal_hf_rope_init_functions(rope_type, case):
 
 @pytest.mark.parametrize("head_dim,base,prf", [(64, 1e4, 1.0), (128, 5e5, 0.25), (80, 1e6, 0.5)])
 def test_default_equals_hf_gpt_neox(head_dim, base, prf):
-    cfg = _hf_config("default", head_dim, base, prf, 2048, {})
+    cfg = _gpt_neox_config("default", head_dim, base, prf, 2048, {})
     ref, _ = GPTNeoXRotaryEmbedding.compute_default_rope_parameters(cfg)
     torch.testing.assert_close(frequencies("default", head_dim, base, partial_rotary_factor=prf)[0], ref,
                                rtol=0, atol=0)

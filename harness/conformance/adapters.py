@@ -39,7 +39,7 @@ def describe(e):
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
-def hf_config(rope):
+def llama_config(rope):
     """A transformers LlamaConfig carrying the case (v5 rope_parameters)."""
     from transformers import LlamaConfig
     params = {n: v for n, v in rope.items() if n not in ("head_dim", "max_position_embeddings")}
@@ -52,7 +52,7 @@ def frequencies(fn, case, rope):
     """(inv_freq fp64, attention_factor) from a provider's frequency function, HF's or ours."""
     first = next(iter(inspect.signature(fn).parameters), None)
     if first == "config":
-        inv, att = fn(hf_config(rope), None, seq_len=case["seq_len"])
+        inv, att = fn(llama_config(rope), None, seq_len=case["seq_len"])
     else:
         kw = copy.deepcopy(case["params"])  # its own lists: a provider that edits them cannot edit the case
         if case["partial_rotary_factor"] != 1.0:

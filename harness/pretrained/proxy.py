@@ -17,7 +17,7 @@ SLIDING = "sliding_attention"  # HF's layer type of sliding-window layers (Gemma
 @functools.lru_cache(maxsize=8)
 def target_config(target: str) -> dict:
     """The target's HF config as a dict, offline; one ValueError naming what is wrong."""
-    from harness.config.hf_json import read_config
+    from harness.hf import read_config
     from harness.pretrained import checkpoint
     p = Path(target).expanduser()
     if p.suffix == ".json" and p.is_file():
@@ -37,7 +37,7 @@ def target_config(target: str) -> dict:
 
 def target_rope(cfg: dict, layer_type=None):
     """(base, span, rotary dims) of one layer type of the target; the span a sliding layer sees is its window."""
-    from harness.config.hf_rope import rope_from_hf
+    from harness.hf import rope_from_hf
     from harness.pretrained.variants import layer_types
     types = layer_types(cfg)
     if types != [None] and layer_type not in types:

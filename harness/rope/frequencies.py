@@ -140,7 +140,7 @@ def longrope(head_dim, base=10000.0, seq_len=None, *, short_factor, long_factor,
 
     factor = target context / original context; it sets the default attention_factor. Required: Phi-3's
     rope_scaling has none and HF derives it (max_position_embeddings / original, 32 for Phi-3-128k), so a
-    default of 1 would silently drop the attention factor (harness.hf_config fills HF's value in)."""
+    default of 1 would silently drop the attention factor (harness.hf fills HF's value in)."""
     _check_factor(factor)
     dim = _check_common(head_dim, base, partial_rotary_factor)
     for name, f in (("short_factor", short_factor), ("long_factor", long_factor)):

@@ -1,15 +1,15 @@
-"""`python -m harness.hf_config`: an HF config.json -> the Hydra overrides that make `encoding=rope` its RoPE (one
+"""`python -m harness.hf`: an HF config.json -> the Hydra overrides that make `encoding=rope` its RoPE (one
 layer type's, with --layer-type, where its rope parameters are per layer type), or a run dir -> HF's rope fragment
-(--from-run). Bad input is one `harness.hf_config: error:` line naming the file, exit 2.
+(--from-run). Bad input is one `harness.hf: error:` line naming the file, exit 2.
 
 The overrides are one line on stdout, quoted for a POSIX shell (shlex.join): pasted after `python -m harness` it
 runs. Notes and the head_dim hint go to stderr as `#` lines, so stdout is the overrides alone."""
 import shlex
 from pathlib import Path
 
-from harness.config.hf_json import LayerTypeError, check_values, read_config, show  # noqa: F401 - read_config: its CLI's
-from harness.config.hf_rope import rope_from_hf, rope_to_hf
 from harness.config.overrides import hydra_value
+from harness.hf.plain import LayerTypeError, check_values, read_config, show
+from harness.hf.rope import rope_from_hf, rope_to_hf
 
 
 def overrides(params: dict) -> list:
@@ -91,7 +91,7 @@ def main(argv=None):
     import json
     import sys
 
-    ap = _parser(prog="python -m harness.hf_config",
+    ap = _parser(prog="python -m harness.hf",
                  description="HF config.json -> Hydra overrides of encoding=rope, or a run -> HF")
     ap.add_argument("config", nargs="?", help="an HF config.json")
     ap.add_argument("--layer-type", help="with per-layer-type rope_parameters (Gemma 3 / 4: full_attention or "
@@ -114,7 +114,7 @@ def main(argv=None):
         except ValueError as e:
             raise ValueError(f"{a.config}: {e}") from None
     except ValueError as e:
-        print(f"harness.hf_config: error: {' '.join(str(e).split())}", file=sys.stderr)
+        print(f"harness.hf: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     print(shlex.join(overrides(params)))  # one line a POSIX shell reads back as these argv items: paste it
     for note in notes:

@@ -1,13 +1,12 @@
 """HF `config.json` -> the `rope` encoding's parameters and back (`rope_from_hf`, `rope_to_hf`): the maths behind
-harness.hf_config (its facade and CLI), kept here so the CLI (harness.config.hf_cli) and the facade both import it
-and neither imports the other."""
+harness.hf (the facade, `harness/hf/__init__.py`, re-exports it; the CLI harness.hf.cli imports it)."""
 import inspect
 
-from harness.config import hf_json, hf_transformers
-from harness.config.hf_json import (COMMON_KEYS, INTERLEAVED_MODEL_TYPES, KINDS, LEGACY_TYPES,  # noqa: F401 - re-exported
-                                    LENGTH_FROM_MAX_POSITIONS, ORIGINAL, ORIGINAL_LENGTH_TYPES, ROPE_KEYS,
-                                    ROTARY_INTERLEAVES, TOP_LEVEL, LayerTypeError, check_values, read_config)
 from harness.encodings import ENCODINGS
+from harness.hf import classes, plain
+from harness.hf.plain import (COMMON_KEYS, INTERLEAVED_MODEL_TYPES, KINDS, LEGACY_TYPES,  # noqa: F401 - re-exported
+                              LENGTH_FROM_MAX_POSITIONS, ORIGINAL, ORIGINAL_LENGTH_TYPES, ROPE_KEYS, ROTARY_INTERLEAVES,
+                              TOP_LEVEL, LayerTypeError, check_values, read_config)
 from harness.rope.frequencies import ROPE_INIT_FUNCTIONS, frequencies
 from harness.rope.rotation import LAYOUTS
 
@@ -47,7 +46,7 @@ def _type_keys(rope_type):
 
 
 def _rope_type(rp):
-    rope_type = hf_json.rope_type_of(rp)
+    rope_type = plain.rope_type_of(rp)
     if rope_type in REFUSED_TYPES:
         raise ValueError(f"rope_type {rope_type!r} is {REFUSED_TYPES[rope_type]}; {NOT_1D}")
     if rope_type not in HF_ROPE_TYPES:
@@ -91,8 +90,8 @@ def rope_from_hf(config: dict, *, layer_type: str | None = None, notes: list | N
     text_config included; per layer type (Gemma 3 / 4) pass `layer_type`. Bad input raises ValueError in one line
     naming the key (LayerTypeError, with the valid `choices`, for a missing or wrong layer_type). `notes`, when a
     list, receives a line per rope_parameters key the rotation does not read."""
-    hf_json.lint(config)
-    resolved = hf_transformers.resolve(config, layer_type) or hf_json.resolve(config, layer_type)
+    plain.lint(config)
+    resolved = classes.resolve(config, layer_type) or plain.resolve(config, layer_type)
     if resolved.model_type in REFUSED_MODELS:
         raise ValueError(f"model_type {resolved.model_type!r}: {REFUSED_MODELS[resolved.model_type]}; {NOT_1D}")
     rp = resolved.rope

@@ -1,4 +1,4 @@
-"""An HF config.json read by transformers' own config class for its model_type (harness.hf_config, when transformers
+"""An HF config.json read by transformers' own config class for its model_type (harness.hf, when transformers
 is installed): HF's rope-parameter standardisation (`RotaryEmbeddingConfigMixin.convert_rope_params_to_dict` /
 `standardize_rope_params` in transformers/modeling_rope_utils.py: rope_theta, partial_rotary_factor and the
 pretraining length moved into rope_parameters, v4's rope_scaling read, the class's defaults for what the file
@@ -10,8 +10,8 @@ import contextlib
 import copy
 import warnings
 
-from harness.config.hf_json import (INTERLEAVED_MODEL_TYPES, LEGACY_TYPES, ROTARY_INTERLEAVES, LayerTypeError,
-                                    Resolved, choose_layer)
+from harness.hf.plain import (INTERLEAVED_MODEL_TYPES, LEGACY_TYPES, ROTARY_INTERLEAVES, LayerTypeError, Resolved,
+                              choose_layer)
 
 
 def config_class(model_type):
@@ -73,7 +73,7 @@ def _head_dim(view):
 
 def resolve(config, layer_type=None):
     """The layer type's RoPE as transformers' config class for config['model_type'] standardizes it, or None where
-    transformers has no class for it (harness.config.hf_json.resolve reads it then). Refusals are one ValueError
+    transformers has no class for it (harness.hf.plain.resolve reads it then). Refusals are one ValueError
     line naming what HF refuses."""
     cls = config_class(config.get("model_type"))
     if cls is None:

@@ -1,9 +1,9 @@
-"""An HF config.json as plain JSON (harness.hf_config): the checks of every value before any use, and HF's rules read
+"""An HF config.json as plain JSON (harness.hf): the checks of every value before any use, and HF's rules read
 by hand for a config whose class transformers cannot give (transformers not installed, or a model_type it does not
 know): `standardize_rope_params` (transformers/modeling_rope_utils.py) and the per-layer head size.
 
 With transformers installed, a config.json of a model_type it knows is read by that model's own config class instead
-(harness.config.hf_transformers); both hand their result over as a `Resolved`."""
+(harness.hf.classes); both hand their result over as a `Resolved`."""
 import math
 from dataclasses import dataclass
 from typing import Optional
@@ -32,7 +32,7 @@ ROTARY_INTERLEAVES = ("cohere", "cohere2", "cohere2_moe", "blt_global_transforme
 # Gemma4TextConfig & co., a builder-only key that becomes per_layer_config): without transformers it must be given.
 GLOBAL_HEAD_DIM_TYPES = ("gemma4_text", "gemma4_unified_text", "diffusion_gemma_text", "embedding_gemma2_text")
 GLOBAL_LAYERS = "full_attention"
-# The config classes whose names for what hf_config reads differ from HF's usual ones (their `attribute_map`;
+# The config classes whose names for what harness.hf reads differ from HF's usual ones (their `attribute_map`;
 # tests/test_hf_config_classes.py checks this against every class transformers has): the JSON key -> HF's name.
 ATTRIBUTE_MAPS = {
     "bailing_hybrid": {"max_position_embeddings": "model_max_length"},
