@@ -11,7 +11,7 @@ import pytest
 import scipy.stats
 from statsmodels.stats.multitest import multipletests
 
-from harness import stats
+from harness import ranks, stats
 
 X = np.array([2.1, 2.5, 1.9, 2.8, 2.2])
 
@@ -231,36 +231,36 @@ def test_best_and_ties_planted_truth():
     t = _planted()
     t = t.assign(worse=t["ref"] + 0.3 + np.random.default_rng(1).normal(0, 0.02, 5), same=t["better"],
                  one_seed=[4.0, np.nan, np.nan, np.nan, np.nan], empty=np.nan)
-    best, ties = stats.best_and_ties(t)
+    best, ties = ranks.best_and_ties(t)
     assert best == "better" and ties == {"same", "one_seed"}  # identical -> tied; n = 1 -> cannot separate
-    assert stats.best_and_ties(t.drop(columns="one_seed"), lower_is_better=False) == ("worse", set())
-    best1, ties1 = stats.best_and_ties(t.iloc[:1])
+    assert ranks.best_and_ties(t.drop(columns="one_seed"), lower_is_better=False) == ("worse", set())
+    best1, ties1 = ranks.best_and_ties(t.iloc[:1])
     assert best1 == "better" and ties1 == {"ref", "copy", "worse", "same", "one_seed"}
     with pytest.raises(ValueError, match="no column"):
-        stats.best_and_ties(t[["empty"]])
+        ranks.best_and_ties(t[["empty"]])
 
 
 # ---------------------------------------------------------------- rank_bootstrap
 
 def test_rank_bootstrap_clear_best_and_shared_p_best():
     t = _planted().assign(empty=np.nan)
-    out = stats.rank_bootstrap(t)
+    out = ranks.rank_bootstrap(t)
     assert list(out.columns) == ["rank", "lo", "hi", "p_best"] and "empty" not in out.index
     assert out.loc["better", "p_best"] == 1.0 and (out.loc["better", "lo"], out.loc["better", "hi"]) == (1, 1)
     assert out.loc["better", "rank"] == 1 and out["p_best"].sum() == pytest.approx(1.0)
-    two = stats.rank_bootstrap(t.assign(twin=t["better"]))
+    two = ranks.rank_bootstrap(t.assign(twin=t["better"]))
     assert two.loc["better", "p_best"] == two.loc["twin", "p_best"] == 0.5
     assert two.loc["twin", "rank"] == 1.5
-    worst = stats.rank_bootstrap(t, lower_is_better=False)
+    worst = ranks.rank_bootstrap(t, lower_is_better=False)
     assert worst.loc["better", "rank"] == 3 and worst.loc["better", "p_best"] == 0.0
-    one = stats.rank_bootstrap(t.iloc[:1])
+    one = ranks.rank_bootstrap(t.iloc[:1])
     assert one.loc["better", "rank"] == 1 and one[["lo", "hi", "p_best"]].isna().all().all()
 
 
 @pytest.mark.serial
 def test_rank_bootstrap_is_fast():
     t = _table({f"v{i}": np.random.default_rng(i).normal(i * 0.01, 0.1, 5) for i in range(16)})
-    best = min(_timed(lambda: stats.rank_bootstrap(t, n_boot=2000)) for _ in range(3))
+    best = min(_timed(lambda: ranks.rank_bootstrap(t, n_boot=2000)) for _ in range(3))
     assert best < 0.1
 
 
@@ -269,9 +269,9 @@ def test_rank_bootstrap_is_fast():
 def test_snr_closed_form():
     # means 3 and 11 -> var ddof=1 = 32; seed variances 4 and 3 -> mean 3.5; snr = 32 / 3.5
     t = _table({"a": [1.0, 3.0, 5.0], "b": [10.0, 10.0, 13.0]})
-    assert stats.snr(t) == pytest.approx(32 / 3.5)
-    assert stats.snr(_table({"a": [1.0, 1.0], "b": [2.0, 2.0]})) == math.inf
-    assert math.isnan(stats.snr(t.iloc[:1])) and math.isnan(stats.snr(t[["a"]]))
+    assert ranks.snr(t) == pytest.approx(32 / 3.5)
+    assert ranks.snr(_table({"a": [1.0, 1.0], "b": [2.0, 2.0]})) == math.inf
+    assert math.isnan(ranks.snr(t.iloc[:1])) and math.isnan(ranks.snr(t[["a"]]))
 
 
 def test_bootstraps_equal_the_hand_written_ones_they_replaced():
@@ -281,13 +281,13 @@ def test_bootstraps_equal_the_hand_written_ones_they_replaced():
     assert (stats.interval(X, method="bootstrap").lo, stats.interval(X, method="bootstrap").hi) == pytest.approx(
         (2.04, 2.56), rel=1e-12)
     t = _planted()
-    out = stats.rank_bootstrap(t.assign(twin=t["better"], noisy=t["ref"] + np.random.default_rng(2).normal(0, 0.3, 5)))
+    out = ranks.rank_bootstrap(t.assign(twin=t["better"], noisy=t["ref"] + np.random.default_rng(2).normal(0, 0.3, 5)))
     assert out.to_dict() == {"rank": {"ref": 5.0, "better": 1.5, "copy": 4.0, "twin": 1.5, "noisy": 3.0},
                              "lo": {"ref": 3.0, "better": 1.5, "copy": 3.0, "twin": 1.5, "noisy": 3.0},
                              "hi": {"ref": 5.0, "better": 1.5, "copy": 5.0, "twin": 1.5, "noisy": 5.0},
                              "p_best": {"ref": 0.0, "better": 0.498, "copy": 0.0, "twin": 0.498, "noisy": 0.004}}
     t16 = _table({f"v{i}": np.random.default_rng(i).normal(i * 0.01, 0.1, 5) for i in range(16)})
-    out16 = stats.rank_bootstrap(t16)
+    out16 = ranks.rank_bootstrap(t16)
     assert out16.loc["v13", "lo"] == pytest.approx(4.975, rel=1e-12) and out16.loc["v8", "hi"] == 5.0
     assert out16.p_best[out16.p_best > 0].to_dict() == {"v2": 0.2445, "v3": 0.1015, "v6": 0.02, "v8": 0.634}
 
@@ -385,7 +385,7 @@ def test_trials_interval_is_wilsons_and_the_kinds_cover_their_ranges():
 def test_best_and_ties_picks_the_best_mean_of_the_kind():
     # a: arithmetic mean 50.5, geometric 10; b: 20.5 and 20.49. The tables print the kind's mean beside the mark.
     t = _table({"a": [1.0, 100.0], "b": [20.0, 21.0]})
-    assert stats.best_and_ties(t, lower_is_better=True)[0] == "b"
-    assert stats.best_and_ties(t, lower_is_better=True, kind="ratio")[0] == "a"
-    assert stats.best_and_ties(t, lower_is_better=False, kind="ratio")[0] == "b"
-    assert stats.best_and_ties(t, lower_is_better=True, kind="ratio")[1] == {"b"}  # ties: paired t on the values
+    assert ranks.best_and_ties(t, lower_is_better=True)[0] == "b"
+    assert ranks.best_and_ties(t, lower_is_better=True, kind="ratio")[0] == "a"
+    assert ranks.best_and_ties(t, lower_is_better=False, kind="ratio")[0] == "b"
+    assert ranks.best_and_ties(t, lower_is_better=True, kind="ratio")[1] == {"b"}  # ties: paired t on the values

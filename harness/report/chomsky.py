@@ -6,13 +6,13 @@ the test lengths beyond training; Kazemnejad et al. (NeurIPS 2023) rank encoding
 reciprocal rank (MRR). Here, per run (one seed): the mean of `acc` over the eval lengths > train_len; per
 (task, encoding): mean ± 95% t interval over seeds, clipped to [0, 1] (an accuracy: harness.report.bounds, via
 report_tables.ci_cells); across tasks:
-stats.mrr_interval (bootstrap over seeds). A seed missing one of its OOD lengths (a NaN row) has no OOD mean:
+ranks.mrr_interval (bootstrap over seeds). A seed missing one of its OOD lengths (a NaN row) has no OOD mean:
 it is dropped, never averaged over the lengths it has."""
 import math
 
 import pandas as pd
 
-from harness import stats
+from harness import ranks, stats
 from harness.tasks import chomsky
 from harness.report import bounds
 from harness.report.tables import ci_cells, fmt, render
@@ -58,7 +58,7 @@ def per_seed(d, where):
 def _mrr_cells(ood, order):
     """(cells: variant x [MRR, 95% CI, P(best)] strings, the mrr_interval frame) over the tasks in `order`."""
     tables = {t: stats.seed_table(ood[ood.task == t], "variant") for t in order if (ood.task == t).any()}
-    r = stats.mrr_interval(tables, higher_is_better=True)
+    r = ranks.mrr_interval(tables, higher_is_better=True)
     cells = pd.DataFrame(index=r.index, dtype=object)
     cells["MRR"] = r.mrr.map(lambda x: fmt(x, "{:.3f}"))
     cells["MRR 95% CI"] = [f"[{lo:.3f}, {hi:.3f}]" if math.isfinite(lo) else "—" for lo, hi in zip(r.lo, r.hi)]
@@ -84,7 +84,7 @@ def section(df, by=None) -> str:
           "MRR (Kazemnejad et al. 2023): in each task the variants are ranked by mean OOD accuracy (1 = best, "
           "ties share the average rank); MRR is the mean over tasks of 1/rank, over the tasks where every ranked "
           "variant is measured. Its interval and P(best MRR) resample seeds within each task (bootstrap, "
-          "stats.mrr_interval); with few seeds read them as optimistic.\n"]
+          "ranks.mrr_interval); with few seeds read them as optimistic.\n"]
     if ood.value.notna().any():
         cells, line = ci_cells(ood.rename(columns={"task": "col"}), "col", lower=False, order=order, kind=ACC)
         mrr, r = _mrr_cells(ood, order)

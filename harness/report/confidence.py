@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from harness import stats
+from harness import ranks, stats
 from harness.report.tables import decimals, fmt, lower_is_better, render
 
 # (metric, protocol prefix, title): the quantities a comparison is about, in headline order.
@@ -143,7 +143,7 @@ def ranking(groups):
         cols, ns = {}, []
         for L, label in lengths(d, longest=False) or lengths(d)[-1:]:
             table = stats.seed_table(d[d.eval_len == L], "short")
-            r = stats.rank_bootstrap(table, lower_is_better=lower)
+            r = ranks.rank_bootstrap(table, lower_is_better=lower)
             if r.empty:
                 continue
             ns.append(int(table.dropna(axis=1, how="all").dropna(axis=0, how="any").shape[0]))
@@ -170,13 +170,13 @@ def ranking(groups):
 
 
 def signal_to_noise(groups):
-    """`## Signal to noise` lines: stats.snr per (group, main metric, eval length)."""
+    """`## Signal to noise` lines: ranks.snr per (group, main metric, eval length)."""
     rows = []
     for group, m in groups:
         for metric, _, title, d in m:
             for L, dl in d.groupby("eval_len"):
                 table = stats.seed_table(dl, "short")
-                s = stats.snr(table)
+                s = ranks.snr(table)
                 rel = float(dl.rel.iloc[0])
                 if not math.isfinite(s):
                     verdict = ("n/a: needs ≥ 2 seeds and ≥ 2 variants" if s != math.inf
@@ -195,7 +195,7 @@ def signal_to_noise(groups):
     cells = cells.set_index("group")
     return ["## Signal to noise\n",
             "SNR = variance across variants of their mean over seeds / mean over variants of the seed-to-seed "
-            "variance (stats.snr). Below 1 the spread between encodings is smaller than the noise of retraining "
+            "variance (ranks.snr). Below 1 the spread between encodings is smaller than the noise of retraining "
             "one of them.\n", render(cells, "group"), ""]
 
 

@@ -13,7 +13,7 @@ Kinds and their families (Holm 1979 within each family; the family is written in
   (harness.transfer.rung_change; Welch where seeds do not match). Family: the variants x lengths of that rung pair.
 - flip (two or more budgets): a pair whose mean order differs between two rungs. Established only when its order
   finding is established at both (each after its own Holm), with opposite signs; its power is the smaller of the two.
-- rank: a variant's rank of the mean (1 = best) with the paired-bootstrap interval of harness.stats.rank_bootstrap
+- rank: a variant's rank of the mean (1 = best) with the paired-bootstrap interval of harness.ranks.rank_bootstrap
   over the seeds every variant has. Established only when the variant's order against every other variant is (with
   3 seeds the bootstrap has 10 distinct resamples and its interval is optimistic); its p (Holm) and power are the
   largest and smallest of those order findings'.
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from harness import stats, transfer
+from harness import ranks, stats, transfer
 from harness.report import bounds
 from harness.report import budget as report_budget
 from harness.report.confidence import groups as confidence_groups, lengths
@@ -142,9 +142,9 @@ def order_findings(table, prefix, where, metric, kind, reference=None):
 
 def rank_findings(table, prefix, where, metric, orders):
     """Rank findings of one seed table at one length: the rank of the mean with its paired-bootstrap interval
-    (stats.rank_bootstrap over the seeds every variant has); established only when the variant's order against every
+    (ranks.rank_bootstrap over the seeds every variant has); established only when the variant's order against every
     other variant is (its order findings, `orders`), since a bootstrap over 3 seeds has 10 distinct resamples."""
-    r = stats.rank_bootstrap(table, lower_is_better=lower_is_better(metric))
+    r = ranks.rank_bootstrap(table, lower_is_better=lower_is_better(metric))
     n = int(table.dropna(axis=0, how="any").shape[0])
     k = len(r)
     rows = []
@@ -255,14 +255,14 @@ def findings(df, reference=None) -> pd.DataFrame:
     """Every finding of prepared report rows (harness.report.build.prepare; extension rows left out), COLUMNS.
     reference: the variant that order findings always include (the report's --reference)."""
     core = df[~df.ext]
-    orders, ranks = [], []
+    orders, rank_rows = [], []
     for prefix, words, metric, kind, table in _group_tables(core):
         if table.shape[1] < 2:
             continue
         orders.append(order_findings(table, prefix, words, metric, kind, reference))
-        ranks.append(rank_findings(table, prefix, words, metric, orders[-1]))
+        rank_rows.append(rank_findings(table, prefix, words, metric, orders[-1]))
     orders = pd.concat(orders, ignore_index=True) if orders else pd.DataFrame(columns=COLUMNS + ["diff", "i", "j"])
     parts = [orders, flip_findings(orders) if len(orders) else None, change_findings(core),
-             pd.concat(ranks, ignore_index=True) if ranks else None]
+             pd.concat(rank_rows, ignore_index=True) if rank_rows else None]
     parts = [p for p in parts if p is not None and len(p)]
     return pd.concat(parts, ignore_index=True)[COLUMNS] if parts else pd.DataFrame(columns=COLUMNS)

@@ -5,7 +5,7 @@ with it, with the interval, n (seeds) and the scale the answer holds at; and the
 Questions: train length (the headline metric at 1x the train length), extrapolation (at the longest length),
 long context (RULER's string match at the longest length, when measured), cost (train tokens/s, peak memory of a
 train step). Best = best mean over seeds, printed with its 95% interval of the metric's kind (harness.report.bounds:
-a geometric mean for perplexity, throughput and memory); tied = stats.best_and_ties (the paired 95% t interval of the difference
+a geometric mean for perplexity, throughput and memory); tied = ranks.best_and_ties (the paired 95% t interval of the difference
 to the best contains 0: the `†` of the report's tables). One answer per comparison group (task, budget, train
 length): only variants trained the same way are paired. Scale: parameters (the model each run's config builds)
 and training tokens (steps x batch x train length) from the runs' `.hydra/config.yaml`, else what the rows hold."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from harness import results, stats
+from harness import ranks, results, stats
 from harness.report import bounds
 from harness.report.confidence import _signed, lengths, mains
 from harness.report.tables import decimals, fmt_interval, lower_is_better
@@ -31,12 +31,12 @@ COST = (("train_tokens_per_s", "train", "train tokens/s", 1.0), ("peak_mem_bytes
 
 def best_and_tied(table, lower, kind="real"):
     """(best, n, [(variant, Paired difference to the best)] of the tied ones, closest first, by name among equals)
-    of a seed table; None without a finite value (NaN or inf only: a diverged run). stats.best_and_ties decides
+    of a seed table; None without a finite value (NaN or inf only: a diverged run). ranks.best_and_ties decides
     (kind: which mean is best, harness.stats.KINDS); stats.paired gives each tie's interval."""
     t = table.loc[:, np.isfinite(table.astype(float)).any()]
     if t.shape[1] == 0:
         return None
-    best, ties = stats.best_and_ties(t, lower, kind=kind)
+    best, ties = ranks.best_and_ties(t, lower, kind=kind)
     diffs = sorted(((v, stats.paired(t[v], t[best])) for v in ties), key=lambda x: (abs(x[1].diff), x[0]))
     return best, int(t[best].notna().sum()), diffs
 

@@ -2,7 +2,7 @@
 `mean [lo, hi]` where the interval of the metric's kind is not symmetric about the mean (harness.report.bounds).
 
 A table is built from long rows (variant, <column key>, seed, value): stats.summarize, with the interval of the
-metric's kind, gives one cell per (variant, key) and stats.best_and_ties, paired by seed within one column, picks
+metric's kind, gives one cell per (variant, key) and ranks.best_and_ties, paired by seed within one column, picks
 the **bold** best cell and the † cells that no paired interval separates from it. n (seeds) and the kind's
 interval are stated once, in the heading line."""
 import math
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness import stats
+from harness import ranks, stats
 from harness.report import bounds
 
 # Which way is better, by metric name (the last part of an lm-eval `<task>/<metric>[/<filter>]` counts too).
@@ -148,7 +148,7 @@ def ci_cells(d, col, lower=None, order=None, kind=None):
         for c, g in d.groupby(col):
             table = stats.seed_table(g, "variant")
             if np.isfinite(table.to_numpy(dtype=float)).any():  # NaN or inf only (a diverged run): no best
-                best[c], t = stats.best_and_ties(table, lower, kind=kind)
+                best[c], t = ranks.best_and_ties(table, lower, kind=kind)
                 ties[c] = t if several else set()  # one seed: nothing is separated, so nothing is marked
     cells = pd.DataFrame("—", index=pd.Index(sorted(s.variant.unique()), name="variant"), columns=order,
                          dtype=object)
