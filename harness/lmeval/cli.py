@@ -18,10 +18,7 @@ defaults (--batch_size 1, --device cuda:0, which is CPU where there is no CUDA):
   `harness.lmeval: error: ...`, exit 2, before any evaluation; anything else (a bug included) is raised.
 - The results table lists a task's metrics per length in numeric order (128 before 1024): natural_table."""
 import argparse
-import ast
 import functools
-import json
-import re
 import sys
 import textwrap
 
@@ -32,13 +29,12 @@ from lm_eval.utils import setup_logging
 
 from harness.lmeval import rows  # imports harness.lmeval.model, which registers model "harness" with lm-eval
 from harness.lmeval.model import HarnessLM, UsageError, model_args, parse_model_args
+from harness.lmeval.options import dict_option, key_values, seed_option
 
 PROG = "harness-lm-eval"
 EXAMPLE = "--tasks passkey,pystdlib_ppl"
 LISTS = {"tasks": {}, "groups": dict(list_subtasks=False, list_tags=False),  # `ls WHAT`: list_all_tasks' flags
          "subtasks": dict(list_groups=False, list_tags=False), "tags": dict(list_groups=False, list_subtasks=False)}
-SEEDS = ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")
-DEFAULT_SEEDS = (0, 1234, 1234, 1234)  # simple_evaluate's
 DICT = dict(nargs="+", action="extend", metavar="ARG")  # `k=v,k2=v2`, `k=v k2=v2` or a JSON object, merged
 RUN_OPTIONS = [  # (names, argparse keywords): lm-eval's run options that apply to model `harness`
     (["--run"], dict(action="append", metavar="RUN_DIR", help="the run dir (the same as RUN_DIR)")),
@@ -100,44 +96,6 @@ def header():
     ])
 
 
-# `a=1,b=[2,3],c='x,y'` -> a=1 | b=[2,3] | c='x,y': a comma inside brackets or quotes (one level) is the value's
-ITEM = re.compile(r"""(?:\[[^]]*\]|\([^)]*\)|\{[^}]*\}|'[^']*'|"[^"]*"|[^,])+""")
-
-
-def _value(text):
-    """A `k=v` value as lm-eval's CLI types it: true/false, an int, a float, a Python literal, else the text."""
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    for cast in (int, float, ast.literal_eval):
-        try:
-            return cast(text)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            pass
-    return text
-
-
-def _key_values(text):
-    """`k=v,k2=v2` as a dict; ValueError naming an item without `=`."""
-    out = {}
-    for item in ITEM.findall(text):
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            raise ValueError(f"expected key=value, got {item!r}")
-        out[key.strip()] = _value(value)
-    return out
-
-
-def _dict(option, values, parse=_key_values):
-    """One dict of an option's values, each a JSON object or `k=v,k2=v2` (parse: --model_args' run may hold commas)."""
-    merged = {}
-    for text in values or ():
-        try:
-            merged.update(json.loads(text) if text.lstrip().startswith("{") else parse(text))
-        except ValueError as e:  # json's JSONDecodeError, _key_values'
-            raise UsageError(f"argument {option}: {e}; expected k=v,k2=v2 or a JSON object") from None
-    return merged
-
-
 def _tasks(values):
     """The task names of --tasks (comma- or space-separated, each once); UsageError when there are none."""
     names = list(dict.fromkeys(t.strip() for v in values or () for t in v.split(",") if t.strip()))
@@ -145,19 +103,6 @@ def _tasks(values):
         raise UsageError(f"no --tasks given; name the tasks to evaluate, e.g. {EXAMPLE} (the harness's: "
                          f"{', '.join(rows._index(False).all_tasks)}); `{PROG} ls tasks` lists every task")
     return names
-
-
-def _seeds(text):
-    """--seed: one integer for all four seeds, or python,numpy,torch,fewshot (None: not seeded), as lm-eval's."""
-    try:
-        seeds = [None if s.strip().lower() == "none" else int(s) for s in text.split(",")]
-    except ValueError:
-        seeds = []
-    seeds = seeds * 4 if len(seeds) == 1 else seeds + list(DEFAULT_SEEDS[3:]) if len(seeds) == 3 else seeds
-    if len(seeds) != 4:
-        raise UsageError(f"--seed: expected one integer, or python,numpy,torch,fewshot integers (None leaves one "
-                         f"unseeded), e.g. 0,1234,1234,1234; got {text!r}")
-    return dict(zip(SEEDS, seeds))
 
 
 def parse(argv):
@@ -177,17 +122,17 @@ def parse(argv):
     if a.model not in (None, "harness"):
         raise UsageError(f"--model {a.model}: {PROG} evaluates model `harness` (a run dir's checkpoint) only; "
                          f"expected --model harness or none (lm-eval's own models: `lm_eval --model {a.model}`)")
-    a.model_args = _dict("--model_args", a.model_args, lambda text: parse_model_args(text, _key_values))
+    a.model_args = dict_option("--model_args", a.model_args, lambda text: parse_model_args(text, key_values))
     if runs and "run" in a.model_args:
         raise UsageError(f"run dir given twice: {runs[0]!r} and model_args run={a.model_args['run']!r}")
     a.model_args = {**a.model_args, **({"run": runs[0]} if runs else {})}
     if "run" not in a.model_args:
         raise UsageError(f"no run dir given; expected {PROG} RUN_DIR {EXAMPLE}, or --run RUN_DIR, or --model_args "
                          f"run=RUN_DIR")
-    a.gen_kwargs, a.metadata = _dict("--gen_kwargs", a.gen_kwargs), _dict("--metadata", a.metadata)
+    a.gen_kwargs, a.metadata = dict_option("--gen_kwargs", a.gen_kwargs), dict_option("--metadata", a.metadata)
     if a.log_samples and not a.output_path:
         raise UsageError("--log_samples saves the samples beside the results: give --output_path too")
-    a.seed = _seeds(a.seed) if a.seed is not None else {}
+    a.seed = seed_option(a.seed) if a.seed is not None else {}
     # lm-eval's CLI defaults, which a model_args batch_size or device is not overridden by
     a.batch_size = a.batch_size or (None if "batch_size" in a.model_args else 1)
     a.device = a.device or (None if "device" in a.model_args else "cuda:0")
