@@ -77,7 +77,7 @@ def test_rank_established_only_when_every_order_is():
     assert not r.loc["rank/lm/64/v1", "established"]  # v1 and v2 are not separated
 
 
-@pytest.mark.parametrize("study", ["budget", "reference"])
+@pytest.mark.parametrize("study", ["budget", "content", "grid", "longctx", "reference"])
 def test_committed_findings_regenerate(study):
     """findings.md holds what the committed rows give (a one-digit edit of it fails here)."""
     from harness import results
@@ -101,6 +101,8 @@ def test_prose_checker_catches(tmp_path):
              "ALiBi is better than RoPE (finding order/lm/512/alibi-rope).": None,
              "RoPE against T5: not established (finding order/lm/512/rope-t5).": None,
              "The sign-flip test with `rope` as reference.": None,  # a method, not an order
+             "T5 extrapolates worse than claimed (claim 8).": None,  # a generated claim verdict
+             "The kernel in `harness/rope/csrc/rope_body.h` prefetches rows ahead.": None,  # a path, no encoding
              "<!-- ladder-summary: x -->\nRoPE is worse than T5.\n<!-- /ladder-summary -->": None}  # generated
     for text, want in cases.items():
         (tmp_path / "doc.md").write_text(text + "\n")

@@ -134,9 +134,10 @@ def order_findings(table, prefix, where, metric, kind, reference=None):
     better = np.where(out["diff"] < 0, out.i, out.j) if lower else np.where(out["diff"] > 0, out.i, out.j)
     worse = np.where(out.i == better, out.j, out.i)
     out["statement"] = [
-        f"`{b}` {'lower' if lower else 'higher'} {name} than `{w}` at {where}: {_fmt_effect(e, lo, hi, kind)} "
-        f"(`{i}`/`{j}`); {_status(s, pw)}" for b, w, e, lo, hi, i, j, s, pw in
-        zip(better, worse, out.effect, out.lo, out.hi, out.i, out.j, out.established, out.power)]
+        (f"`{b}` {'lower' if lower else 'higher'} {name} than `{w}`" if d != 0 else f"`{i}` and `{j}` equal {name}")
+        + f" at {where}: {_fmt_effect(e, lo, hi, kind)} (`{i}`/`{j}`); {_status(s, pw)}"
+        for b, w, d, e, lo, hi, i, j, s, pw in
+        zip(better, worse, out["diff"], out.effect, out.lo, out.hi, out.i, out.j, out.established, out.power)]
     return out
 
 
