@@ -38,7 +38,8 @@ def _names_pattern(names):
     plain = [re.escape(n) for n in names if n not in WORDS]
     strict = [re.escape(s) for n, s in WORDS.items() if n in names]
     strict += [rf"`{re.escape(n)}`" for n in WORDS if n in names]
-    return re.compile(rf"(?i:\b(?:{'|'.join(plain)})\b)|(?:{'|'.join(strict)})")
+    parts = [rf"(?i:\b(?:{'|'.join(plain)})\b)"] * bool(plain) + [rf"(?:{'|'.join(strict)})"] * bool(strict)
+    return re.compile("|".join(parts) or r"(?!x)x")  # no names: matches nothing
 
 
 def findings_ids(paths=FINDINGS, root=ROOT):
