@@ -12,7 +12,6 @@ import os
 import sys
 import threading
 import time
-import warnings
 from pathlib import Path
 
 import hydra
@@ -32,20 +31,6 @@ from harness.infra import distributed, runlock, wandb_sink
 # flags after which Hydra composes nothing to run (help, config printing, shell completion: `-sc query=bash` is
 # what Hydra's installed completion script calls on every tab)
 NO_RUN_FLAGS = {"--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc"}
-# conf/hydra/launcher/<name>.yaml holds our values for the launcher plugin's config of the same name, and
-# Hydra 1.3 validates it against that plugin schema (typed keys, every plugin key overridable). Hydra
-# announces this matching as deprecated on every compose; pyproject pins hydra-core < 1.4, and
-# tests/test_launchers.py fails if a launcher file stops composing into its plugin's schema.
-SCHEMA_MATCHING = r"\s*'hydra/launcher/\w+' is validated against ConfigStore schema"
-
-
-def quiet_schema_matching():
-    warnings.filterwarnings("ignore", message=SCHEMA_MATCHING, category=UserWarning)
-
-
-quiet_schema_matching()
-
-
 @contextlib.contextmanager
 def _validated_once():
     """Hydra's basic sweeper composes every job of the sweep once more in this process before launching any

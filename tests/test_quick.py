@@ -18,7 +18,8 @@ def test_the_quick_preset_is_one_seed_two_encodings_and_a_few_steps(tmp_path):
     from hydra import compose, initialize_config_dir
 
     from harness import config as config_lib
-    from harness.__main__ import CONF, jobs, quiet_schema_matching, validate
+    from harness.__main__ import CONF, jobs, validate
+    from harness.config.resolvers import quiet_schema_matching
     quiet_schema_matching()  # pytest resets warning filters per test
     argv = ["-m", "sweep=quick", f"out={tmp_path}"]
     assert validate(argv) == (tmp_path / "sweeps" / "quick", 2)

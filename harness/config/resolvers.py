@@ -1,19 +1,35 @@
-"""OmegaConf resolvers of the configs under conf/ (`${encodings:}`, `${run_name:...}`), registered on import.
+"""OmegaConf resolvers of the configs under conf/ (`${encodings:}`, `${run_name:...}`), registered on import, and
+Hydra's launcher schema-matching notice filtered there too.
 
 harness/__main__.py imports it before Hydra composes, so every process that composes or runs a job has
 them: the command line (validation, `--cfg ... --resolve`), Hydra's sweeper, and the launchers' workers
-(joblib and submitit unpickle the job function from harness.__main__, which imports this module)."""
+(joblib and submitit unpickle the job function from harness.__main__, which imports this module, before the worker
+composes the job's config)."""
 import hashlib
 import json
 import math
 import re
 import statistics
+import warnings
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from harness import encodings as registry
 from harness.paths import CHECKOUT
+
+# conf/hydra/launcher/<name>.yaml holds our values for the launcher plugin's config of the same name, and Hydra 1.3
+# validates it against that plugin schema (typed keys, every plugin key overridable). Hydra announces this matching
+# as deprecated on every compose, in the sweep's workers too (4 lines per worker); pyproject pins hydra-core < 1.4,
+# and tests/test_launchers.py fails if a launcher file stops composing into its plugin's schema.
+SCHEMA_MATCHING = r"\s*'hydra/launcher/\w+' is validated against ConfigStore schema"
+
+
+def quiet_schema_matching():
+    warnings.filterwarnings("ignore", message=SCHEMA_MATCHING, category=UserWarning)
+
+
+quiet_schema_matching()
 
 
 # The committed reference sweep (`make sweep`'s own runs): their wall times order the encodings longest first,
