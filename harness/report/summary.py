@@ -70,7 +70,7 @@ def answer(d, lower, question, what):
     if n < 2:
         return head + "; n = 1 seed: nothing is separated from it (one seed decides nothing)."
     if not ties:
-        return head + f"; every other variant is worse by a paired CI that excludes 0. n = {n} seeds."
+        return head + f"; every other variant is worse by a paired CI that excludes 0 (unadjusted). n = {n} seeds."
     return head + f"; tied with it: {', '.join(_tie(v, p) for v, p in ties)}. n = {n} seeds."
 
 
@@ -155,8 +155,10 @@ def lines(df, paths):
     out = ["Best = the best mean over seeds, with its 95% interval on the metric's scale (± the t interval; for "
            "perplexity, throughput and memory the geometric mean [the t interval of the logs, exponentiated]; for an "
            "accuracy the t interval clipped to [0, 1], shown [lo, hi] where clipped); *tied* = the paired 95% t "
-           f"interval (CI) of the difference Δ = variant − best contains 0{marks}. An answer holds at the scale "
-           "stated with it and on this sweep's data; cost is wall-clock on the machine that ran the sweep.\n"]
+           f"interval (CI) of the difference Δ = variant − best contains 0{marks}, each pair on its own (not adjusted "
+           "for the many pairs: which orders hold after Holm's adjustment, and with what power, is the report's "
+           "findings.md). An answer holds at the scale stated with it and on this sweep's data; cost is wall-clock "
+           "on the machine that ran the sweep.\n"]
     for group, g in core.groupby("group"):
         body = group_lines(g, paths)
         if body:
