@@ -150,6 +150,7 @@ CONFORM := $(PY) -m harness.conformance
 FIELD_LIBS ?= /tmp/conflibs
 FIELD_PKGS := torchtune==0.6.1 torchao==0.10.0 sentencepiece tiktoken blobfile regex \
 	x-transformers==2.31.10 einx loguru frozendict torch_einops_utils \
+	local-attention==1.11.2 hyper-connections==0.4.11 \
 	litgpt==0.5.13 lightning lightning-utilities torchmetrics psutil \
 	megatron-core==0.16.1 \
 	keras==3.15.1 keras-hub==0.32.0 ml_dtypes absl-py rich namex h5py optree markdown-it-py mdurl pygments \

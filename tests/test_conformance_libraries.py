@@ -18,6 +18,7 @@ FAKED = {
     "megatron-core": (["megatron"], ["default", "linear"], {}),
     "megatron-core-apply": (["megatron"], ["yarn", "llama3"], {}),
     "x-transformers": (["x_transformers"], ["default", "linear", "ntk"], {}),
+    "local-attention": (["local_attention"], ["default"], {}),
     "keras-hub": (["keras", "keras_hub"], ["default", "linear"], {}),
     "llama-models": (["llama_models"], ["default"], {}),
     "llama-models-apply": (["llama_models"], ["llama3", "yarn"], {}),

@@ -81,6 +81,10 @@ _ENTRIES = (
     Library("megatron-core-apply", "megatron-core", "megatron.core.models.common.embeddings.rope_utils",
             _A + "megatron:apply", {"convention": "angles", "qk_layout": "sbhd"}, ROPE_TYPES,
             "_apply_rotary_pos_emb_bshd(t, freqs) alone: full-width angles [s, 1, 1, R], any table"),
+    Library("local-attention", "local-attention", "local_attention", _A + "local_attention:rope",
+            {"convention": "positions"}, ("default",),
+            "SinusoidalEmbeddings (a table over 0..n-1, fp32) + apply_rotary_pos_emb: half pairs, the whole head; "
+            "no scaling types, no partial rotary"),
     Library("x-transformers", "x-transformers", "x_transformers", _A + "x_transformers:rope",
             {"convention": "positions", "layout": "interleaved"}, ("default", "linear", "ntk"),
             "RotaryEmbedding(interpolation_factor, base_rescale_factor) + apply_rotary_pos_emb; interleaved pairs; "
