@@ -150,7 +150,7 @@ CONFORM := $(PY) -m harness.conformance
 FIELD_LIBS ?= /tmp/conflibs
 FIELD_PKGS := torchtune==0.6.1 torchao==0.10.0 sentencepiece tiktoken blobfile regex \
 	x-transformers==2.31.10 einx loguru frozendict torch_einops_utils \
-	local-attention==1.11.2 hyper-connections==0.4.11 \
+	local-attention==1.11.2 hyper-connections==0.4.11 liger-kernel==0.8.5 \
 	litgpt==0.5.13 lightning lightning-utilities torchmetrics psutil \
 	megatron-core==0.16.1 \
 	keras==3.15.1 keras-hub==0.32.0 ml_dtypes absl-py rich namex h5py optree markdown-it-py mdurl pygments \
@@ -169,7 +169,9 @@ conformance: install  ## the suite on HF's apply + frequencies, then every shipp
 conformance-field: install  ## install the field libraries into FIELD_LIBS (not the venv), run every adapter in fp32/bf16/fp16 into results/conformance/field.md
 	test -f $(FIELD_LIBS)/.installed || { $(PY) -m pip install --no-deps --target $(FIELD_LIBS) $(FIELD_PKGS) \
 		&& touch $(FIELD_LIBS)/.installed; }
-	KERAS_BACKEND=torch PYTHONPATH=$(FIELD_LIBS) $(PY) -m harness.conformance.field \
+	KERAS_BACKEND=torch PYTHONPATH=$(FIELD_LIBS) \
+	TRITON_INTERPRET=$$($(PY) -c "import torch; print(int(not torch.cuda.is_available()))") \
+	$(PY) -m harness.conformance.field \
 		--out results/conformance/field.md
 
 clean:  ## remove the venv and caches (results are kept)

@@ -19,6 +19,7 @@ FAKED = {
     "megatron-core-apply": (["megatron"], ["yarn", "llama3"], {}),
     "x-transformers": (["x_transformers"], ["default", "linear", "ntk"], {}),
     "local-attention": (["local_attention"], ["default"], {}),
+    "liger-kernel": (["liger_kernel"], ["default", "yarn", "llama3"], {}),
     "keras-hub": (["keras", "keras_hub"], ["default", "linear"], {}),
     "llama-models": (["llama_models"], ["default"], {}),
     "llama-models-apply": (["llama_models"], ["llama3", "yarn"], {}),

@@ -81,6 +81,9 @@ _ENTRIES = (
     Library("megatron-core-apply", "megatron-core", "megatron.core.models.common.embeddings.rope_utils",
             _A + "megatron:apply", {"convention": "angles", "qk_layout": "sbhd"}, ROPE_TYPES,
             "_apply_rotary_pos_emb_bshd(t, freqs) alone: full-width angles [s, 1, 1, R], any table"),
+    Library("liger-kernel", "liger-kernel", "liger_kernel", _A + "liger:apply", {"convention": "hf"}, ROPE_TYPES,
+            "liger_rotary_pos_emb, a Triton kernel with HF's signature (q, k, cos, sin): any table; without CUDA under "
+            "Triton's CPU interpreter (TRITON_INTERPRET=1), where bf16 is a skip (the interpreter has none)"),
     Library("local-attention", "local-attention", "local_attention", _A + "local_attention:rope",
             {"convention": "positions"}, ("default",),
             "SinusoidalEmbeddings (a table over 0..n-1, fp32) + apply_rotary_pos_emb: half pairs, the whole head; "
