@@ -26,7 +26,7 @@ RESULTS ?= results/sweeps
 # one after the value would leave its spaces in it, and in make help)
 CLAIMS_OUT ?= $(RESULTS)/claims
 
-.PHONY: help install pretrained-install pretrained test test-gpu test-fast faults quick sweep report bench bench-check readme-tables eval claims conformance conformance-data conformance-field clean
+.PHONY: help install pretrained-install pretrained test test-slow test-gpu faults quick sweep report bench bench-check readme-tables eval claims conformance conformance-data conformance-field clean
 
 # The descriptions go through make's own expansion (eval of an assignment), so any variable they name prints as
 # its value, command-line overrides included; lines travel joined by \a, # escaped for the assignment, ' for printf.
@@ -51,15 +51,16 @@ $(STAMP): pyproject.toml
 # subprocess. Tests that assert on wall-clock time (marker serial) run afterwards, alone: only the files that mark
 # one are collected (collecting all ~2900 tests took 11-13 s to run 5).
 TEST_JOBS ?= 2
-test: install $(SMOLLM2_STAMP)  ## the whole test suite (< 10 min on 2 cores, set-up included)
-	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not serial and not faults"
-	$(PY) -m pytest -q -m "serial and not faults" $$(grep -rl --include='*.py' 'mark.serial' tests)
+test: install $(SMOLLM2_STAMP)  ## the test suite but the few marked slow (< 10 min on 2 cores, set-up included)
+	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not serial and not faults and not slow"
+	$(PY) -m pytest -q -m "serial and not faults and not slow" $$(grep -rl --include='*.py' 'mark.serial' tests)
+
+test-slow: install $(SMOLLM2_STAMP)  ## the tests marked slow (end-to-end runs of a minute or more); CI runs them after make test
+	$(PY) -m pytest -q -n $(TEST_JOBS) -m "slow and not serial and not faults"
+	$(PY) -m pytest -q -m "slow and serial and not faults" $$(grep -rl --include='*.py' 'mark.serial' tests)
 
 test-gpu: install  ## on a machine with CUDA: the GPU-capable tests on the GPU (kernels, FlexAttention, proportional RoPE)
 	HARNESS_TEST_DEVICE=cuda TRITON_INTERPRET=0 $(PY) -m pytest -q -m gpu
-
-test-fast: install  ## tests without the few marked slow
-	$(PY) -m pytest -q -n $(TEST_JOBS) -m "not slow and not faults"
 
 # Hostile-but-fair inputs and faults against the real CLI, one row per case (expectations: tests/fault_cases.py).
 faults: install  ## the fault-injection battery -> results/faults.md (< 5 min)

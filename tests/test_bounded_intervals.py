@@ -284,6 +284,7 @@ def built(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # builds the three committed reports (about 45 s): make test-slow
 @pytest.mark.parametrize("sweep", SWEEPS)
 def test_no_table_cell_of_a_committed_report_leaves_its_range(built, sweep):
     md, _, df = built[sweep]
@@ -295,6 +296,7 @@ def test_no_table_cell_of_a_committed_report_leaves_its_range(built, sweep):
     assert checked >= 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sweep", SWEEPS)
 def test_no_band_of_a_committed_report_leaves_its_range_or_its_axes(built, sweep):
     _, figs, _ = built[sweep]
