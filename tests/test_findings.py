@@ -62,8 +62,10 @@ def test_flip_needs_both_orders_established():
     b_weak = pd.DataFrame({"v0": [8.5, 7.9, 8.6], "v1": [8.0, 8.2, 8.1]})  # reversed in mean, noisy at the large rung
     b_strong = _table([0.2, 0.0], n=8, seed=3)  # reversed and clear
     for b, want in ((b_weak, False), (b_strong, True)):
-        orders = pd.concat([F.order_findings(a, "lm@1x/64", "64", "ppl", "ratio"),
-                            F.order_findings(b, "lm@16x/64", "64", "ppl", "ratio")], ignore_index=True)
+        orders = pd.concat([F.order_findings(a, "lm@1x/64", "64", "ppl", "ratio").assign(where="lm", rung="1x", L=64),
+                            F.order_findings(b, "lm@16x/64", "64", "ppl", "ratio").assign(where="lm", rung="16x",
+                                                                                          L=64)],
+                           ignore_index=True)
         flips = F.flip_findings(orders)
         assert list(flips.id) == ["flip/lm/1x-16x/64/v0-v1"] and flips.established.iloc[0] == want
         assert ("not established" in flips.statement.iloc[0]) != want

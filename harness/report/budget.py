@@ -39,7 +39,7 @@ def budget_table(df):
     return b.sort_values(["cost", "steps"])
 
 
-def _rung_names(b):
+def rung_names(b):
     """'1×', '4×', ... : each budget's cost over the cheapest one's, rounded as a label."""
     return {k: f"{c / b.cost.iloc[0]:.3g}×" for k, c in b.cost.items()}
 
@@ -135,7 +135,7 @@ def ladders(df):
         _, _, title, d = m[0]
         b = b_all.loc[[k for k in b_all.index if k in set(d.budget)]]
         if len(b) >= 2:
-            names = _rung_names(b)
+            names = rung_names(b)
             yield (task, title, d, b, names, *comparisons(d, b, names))
 
 

@@ -39,7 +39,7 @@ from harness.report.tables import lower_is_better
 ALPHA = 1 - stats.LEVEL
 ALL_PAIRS = 12  # more variants than this: order findings against the reference and the best only (`pairs`)
 COLUMNS = ["id", "kind", "statement", "established", "effect", "lo", "hi", "p", "p_holm", "n", "power", "test",
-           "family"]
+           "family", "where", "rung", "L"]  # where / rung / L: the task (and train length), '16x' or '', the length
 NAMES = {"ppl": "PPL", "nll_beyond_train": "NLL beyond the train length", "acc": "accuracy",
          "seq_acc": "passkey accuracy"}
 
@@ -171,25 +171,26 @@ def _slug(x):
 
 
 def _group_tables(df):
-    """Yield (prefix, words, metric, kind, length label, seed table by `short`) for each comparison group's headline
-    metric at its compared lengths; the prefix names the rung (16x) when the rows hold several budgets."""
-    rungs = report_budget._rung_names(report_budget.budget_table(df)) if df.budget.nunique() > 1 else {}
+    """Yield (where, rung, length, words, metric, kind, seed table by `short`) for each comparison group's headline
+    metric at its compared lengths. where: the task (and train length when the rows hold several); rung: '16x' when
+    the rows hold several budgets, else ''."""
+    rungs = report_budget.rung_names(report_budget.budget_table(df)) if df.budget.nunique() > 1 else {}
     for group, m in confidence_groups(df):
         if not m:
             continue
         metric, _, _, d = m[0]
         kind = bounds.kind_of(d)
         task = d.task.iloc[0]
-        rung = rungs.get(d.budget.iloc[0])
+        rung = rungs.get(d.budget.iloc[0], "")
         many_tl = df[df.task == task].train_len.nunique() > 1
-        head = task + (f"@{_slug(rung)}" if rung else "") + (f"/L{int(d.train_len.iloc[0])}" if many_tl else "")
+        where = task + (f"/L{int(d.train_len.iloc[0])}" if many_tl else "")
         for L, _ in lengths(d):
             words = f"{L} ({'' if not rung else rung + ' compute, '}{group.split(', ')[0]})"
-            yield f"{head}/{L}", words, metric, kind, stats.seed_table(d[d.eval_len == L], "short")
+            yield where, _slug(rung), L, words, metric, kind, stats.seed_table(d[d.eval_len == L], "short")
 
 
 def change_findings(df):
-    """Change and flip findings of every ladder (harness.report.budget.ladders)."""
+    """Change findings of every ladder (harness.report.budget.ladders)."""
     out = []
     for task, title, d, b, names, *_ in report_budget.ladders(df):
         kind = bounds.kind_of(d)
@@ -209,14 +210,15 @@ def change_findings(df):
                     shared = xa[r.variant].dropna().index.intersection(xb[r.variant].dropna().index)
                     diffs = (xb[r.variant][shared] - xa[r.variant][shared]).to_numpy() if r.test == "paired" else []
                     fam.append(dict(id=f"change/{task}/{rn}/{L}/{_slug(r.variant)}", kind="change", effect=r.change,
-                                    lo=r.lo, hi=r.hi, p=r.p, n=r.n, diffs=diffs, v=r.variant, L=L,
+                                    lo=r.lo, hi=r.hi, p=r.p, n=r.n, diffs=diffs, v=r.variant, L=L, where=task,
+                                    rung=rn,
                                     test=f"{'paired t' if r.test == 'paired' else 'Welch t'} on "
                                          f"{'log ' if kind == 'ratio' else ''}{name}, n {r.n}"))
             f = pd.DataFrame(fam)
             if f.empty:
                 continue
             f["p_holm"] = stats.holm(f.p.to_numpy())
-            f["power"] = [power(d, ALPHA / len(f)) for d in f.diffs]
+            f["power"] = [power(x, ALPHA / len(f)) for x in f.diffs]
             f["family"] = f"the {len(f)} variant x length changes {names[ka]} → {names[kb]}"
             f["established"] = (f.p_holm < ALPHA) & (f.n >= 2)
             f["statement"] = [f"`{v}`'s {name} at {L} changes {names[ka]} → {names[kb]} compute: "
@@ -227,16 +229,11 @@ def change_findings(df):
 
 
 def flip_findings(orders):
-    """Flip findings from the order findings of a ladder's rungs: every pair whose mean order differs between two
-    rungs (same task, train length and evaluation length)."""
-    o = orders[orders.id.str.contains("@")].copy()
-    if o.empty:
-        return pd.DataFrame(columns=COLUMNS)
-    parts = o.id.str.split("/")
-    o["head"], o["L"], o["pair"] = parts.str[1], parts.str[-2], parts.str[-1]
-    o["task"], o["rung"] = o["head"].str.split("@").str[0], o["head"].str.split("@").str[1]
+    """Flip findings from the order findings of a ladder's rungs (columns where, rung, L: findings() sets them):
+    every pair whose mean order differs between two rungs (same task, train length and evaluation length)."""
+    o = orders[orders.rung != ""]
     rows = []
-    for (task, L, pair), g in o.groupby(["task", "L", "pair"]):
+    for (where, L, i, j), g in o.groupby(["where", "L", "i", "j"]):
         g = g.set_index("rung")
         for ra, rb in combinations(sorted(g.index, key=lambda r: float(r.rstrip("x"))), 2):  # cheaper first
             a, b = g.loc[ra], g.loc[rb]
@@ -244,11 +241,12 @@ def flip_findings(orders):
                 continue
             est = bool(a.established and b.established)
             pw = float(np.nanmin([a.power, b.power])) if np.isfinite([a.power, b.power]).any() else math.nan
-            rows.append(dict(id=f"flip/{task}/{ra}-{rb}/{L}/{pair}", kind="flip", effect=math.nan, lo=math.nan,
-                             hi=math.nan, p=max(a.p, b.p), p_holm=max(a.p_holm, b.p_holm), n=min(a.n, b.n), power=pw,
-                             established=est, test="the two order findings", family=f"{a.family}; {b.family}",
-                             statement=f"`{a.i}` / `{a.j}` order at {L} flips {ra} → {rb} compute "
-                                       f"(`{a.i}`/`{a.j}`: {a.effect:.3g} → {b.effect:.3g}); {_status(est, pw)}"))
+            rows.append(dict(id=f"flip/{where}/{ra}-{rb}/{L}/{_slug(i)}-{_slug(j)}", kind="flip", effect=math.nan,
+                             lo=math.nan, hi=math.nan, p=max(a.p, b.p), p_holm=max(a.p_holm, b.p_holm),
+                             n=min(a.n, b.n), power=pw, established=est, test="the two order findings",
+                             family=f"{a.family}; {b.family}", where=where, rung=f"{ra}-{rb}", L=L,
+                             statement=f"`{i}` / `{j}` order at {L} flips {ra} → {rb} compute "
+                                       f"(`{i}`/`{j}`: {a.effect:.3g} → {b.effect:.3g}); {_status(est, pw)}"))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -257,13 +255,16 @@ def findings(df, reference=None) -> pd.DataFrame:
     reference: the variant that order findings always include (the report's --reference)."""
     core = df[~df.ext]
     orders, rank_rows = [], []
-    for prefix, words, metric, kind, table in _group_tables(core):
+    for where, rung, L, words, metric, kind, table in _group_tables(core):
         if table.shape[1] < 2:
             continue
-        orders.append(order_findings(table, prefix, words, metric, kind, reference))
+        task, _, train_len = where.partition("/")
+        prefix = task + (f"@{rung}" if rung else "") + (f"/{train_len}" if train_len else "") + f"/{L}"
+        orders.append(order_findings(table, prefix, words, metric, kind, reference).assign(where=where, rung=rung,
+                                                                                           L=L))
         rank_rows.append(rank_findings(table, prefix, words, metric, orders[-1]))
-    orders = pd.concat(orders, ignore_index=True) if orders else pd.DataFrame(columns=COLUMNS + ["diff", "i", "j"])
+    orders = pd.concat(orders, ignore_index=True) if orders else pd.DataFrame(columns=COLUMNS)
     parts = [orders, flip_findings(orders) if len(orders) else None, change_findings(core),
              pd.concat(rank_rows, ignore_index=True) if rank_rows else None]
     parts = [p for p in parts if p is not None and len(p)]
-    return pd.concat(parts, ignore_index=True)[COLUMNS] if parts else pd.DataFrame(columns=COLUMNS)
+    return pd.concat(parts, ignore_index=True).reindex(columns=COLUMNS) if parts else pd.DataFrame(columns=COLUMNS)

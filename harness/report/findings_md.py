@@ -50,19 +50,17 @@ def section(f: pd.DataFrame):
 def readme_lines(f: pd.DataFrame):
     """The ladder-summary block's findings: per rung and length, how many of the pairs' orders are established, and
     every reversal of a mean order between two rungs at the longest length with its status."""
-    o = f[(f.kind == "order") & f.id.str.contains("@")]
+    o = f[(f.kind == "order") & f.rung.fillna("").ne("")]
     if o.empty:
         return []
-    parts = o.id.str.split("/")
-    o = o.assign(rung=parts.str[1].str.split("@").str[1], L=parts.str[2].astype(int))
     out = ["Findings (`findings.md` beside the report: each order a paired t test on log PPL, Holm over the rung's "
            "pairs at that length; n the seeds both encodings have):\n", "| rung | length | seeds | orders established |",
            "|---|---|---|---|"]
     for (rung, L), g in sorted(o.groupby(["rung", "L"]), key=lambda kv: (float(kv[0][0].rstrip("x")), kv[0][1])):
         n = f"{g.n.min()}" if g.n.min() == g.n.max() else f"{g.n.min()}–{g.n.max()}"
-        out.append(f"| {rung.replace('x', '×')} | {L} | {n} | {int(g.established.sum())} of {len(g)} |")
+        out.append(f"| {rung.replace('x', '×')} | {int(L)} | {n} | {int(g.established.sum())} of {len(g)} |")
     flips = f[f.kind == "flip"]
-    longest = flips[flips.id.str.split("/").str[3].astype(int) == int(o.L.max())] if len(flips) else flips
+    longest = flips[flips.L == o.L.max()]
     if len(flips):
         out += ["", f"Mean orders that reverse between rungs: {len(flips)}, established (at both rungs, after Holm): "
                 f"{int(flips.established.sum())}. At {int(o.L.max())}: " + "; ".join(
