@@ -6,6 +6,7 @@ import pathlib
 import sys
 
 import pytest
+import torch
 
 from harness.conformance import adapters, libraries, run
 from harness.conformance.__main__ import main
@@ -126,3 +127,16 @@ def test_library_list_and_a_missing_library_are_one_line(capsys):
 def test_cli_library_runs_in_the_worker(capsys):
     assert main(["--library", "transformers", "--rope-type", "yarn", "--dtype", "bf16"]) == 0
     assert "6 pass, 0 FAIL, 0 error, 0 skip of 6 checks" in capsys.readouterr().out
+
+
+def test_megatron_cpu_device_answers_cpu_inside_and_restores_after_an_exception():
+    """megatron's get_emb places its frequencies on torch.cuda.current_device(); on a CPU machine the adapter answers
+    "cpu" inside the block only, and puts the real function back even when the block raises."""
+    from harness.conformance.libraries.megatron import cpu_device
+    before = torch.cuda.current_device
+    with pytest.raises(RuntimeError, match="inside"):
+        with cpu_device():
+            if not torch.cuda.is_available():
+                assert torch.cuda.current_device() == "cpu"
+            raise RuntimeError("inside")
+    assert torch.cuda.current_device is before

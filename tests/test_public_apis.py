@@ -14,13 +14,7 @@ GUARDED = ("lm_eval", "hydra")  # whose private modules and names are off limits
 # Known offenders outside this change's scope, each with its reason: (file under harness/, kind). Only that kind is
 # allowed in that file, so a new offence anywhere (one of these files included) fails; an entry whose file no longer
 # offends fails too, so the list only shrinks. To be emptied as they are fixed.
-ALLOWED = {
-    # megatron-core's RotaryEmbedding moves its frequencies to torch.cuda.current_device() at first use; on a CPU
-    # machine the conformance adapter patches that to "cpu" (until it takes another way to run megatron on CPU)
-    ("conformance/libraries/megatron.py", "mock"),
-    # the same patch for megatron's YaRN embedding in the field checks' megatron_yarn_partial
-    ("conformance/field_checks.py", "mock"),
-}
+ALLOWED = set()
 
 
 def _private(dotted):

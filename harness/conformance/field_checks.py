@@ -43,10 +43,10 @@ def litgpt_yarn():
 
 
 def megatron_yarn_partial():
-    from unittest import mock
+    from harness.conformance.libraries.megatron import cpu_device
     from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
     from megatron.core.models.common.embeddings.yarn_rotary_pos_embedding import YarnRotaryEmbedding
-    with mock.patch.object(torch.cuda, "current_device", lambda: "cpu"):
+    with cpu_device():
         plain = RotaryEmbedding(kv_channels=D, rotary_percent=0.5, use_cpu_initialization=True)(4)
         yarn = YarnRotaryEmbedding(kv_channels=D, rotary_percent=0.5, use_cpu_initialization=True,
                                    scaling_factor=FACTOR, original_max_position_embeddings=L0)(4)[0]

@@ -1,21 +1,27 @@
 """megatron-core, its pure-PyTorch path (megatron/core/models/common/embeddings/rotary_pos_embedding.py,
 yarn_rotary_pos_embedding.py, rope_utils.py _apply_rotary_pos_emb_bshd): the embedding for max_seq_len
 positions, gathered at the positions, applied to t [s, b, h, d]. Its get_emb moves the frequencies to
-torch.cuda.current_device() at first use; without CUDA the adapter makes that device the CPU."""
+torch.cuda.current_device() at first use; without CUDA the adapter makes that device the CPU while megatron builds
+its tables (cpu_device), then puts torch.cuda.current_device back."""
 import contextlib
-from unittest import mock
 
 from harness.conformance.libraries import lacks, rotary_dim
 
 
 @contextlib.contextmanager
-def _cpu():
+def cpu_device():
+    """torch.cuda.current_device() answers "cpu" inside the block where there is no CUDA (megatron's get_emb calls it
+    to place the frequencies; on a CPU machine it raises), and is restored on the way out, exception or not."""
     import torch
     if torch.cuda.is_available():
         yield
         return
-    with mock.patch.object(torch.cuda, "current_device", lambda: "cpu"):
+    saved = torch.cuda.current_device
+    torch.cuda.current_device = lambda: "cpu"
+    try:
         yield
+    finally:
+        torch.cuda.current_device = saved
 
 
 def apply(t, freqs):
@@ -35,7 +41,7 @@ def rope(q, k, positions, *, rope):
     if kind == "llama3" and (rope["low_freq_factor"], rope["high_freq_factor"],
                              rope["original_max_position_embeddings"]) != (1.0, 4.0, 8192):
         raise NotImplementedError("megatron-core's llama3 scaling fixes low/high freq factor 1/4 and length 8192")
-    with _cpu():
+    with cpu_device():
         if kind == "yarn":  # YarnRotaryEmbedding's forward returns (emb, mscale); mscale 1, all_dim 0: HF's default
             emb, mscale = YarnRotaryEmbedding(
                 scaling_factor=rope["factor"], beta_fast=rope.get("beta_fast", 32.0),
