@@ -120,9 +120,18 @@ report: install  ## report.md + PNG plots from the rows in $(RESULTS)/$(SWEEP)
 BENCH_DEVICE ?= cpu
 bench: install  ## RoPE kernel benchmarks -> results/bench/$(BENCH_DEVICE).{json,csv,png}, R next to targets
 	@mkdir -p results/bench
-	$(BENCH_ENV) $(PY) -m pytest -q -p no:cacheprovider tests/bench --benchmark-enable \
-		--benchmark-json=results/bench/$(BENCH_DEVICE).json
+	$(BENCH_ENV) $(PY) -m pytest -q -p no:cacheprovider tests/bench --benchmark-enable $(if $(BENCH_K),-k "$(BENCH_K)") \
+		--benchmark-json=results/bench/$(BENCH_DEVICE).json --benchmark-save=$(BENCH_DEVICE)
 	$(BENCH_ENV) $(PY) -m harness.bench.kernel_bench report results/bench/$(BENCH_DEVICE).json
+
+# pytest-benchmark's own comparison: the run make bench saved last on this machine (.benchmarks/, per machine and
+# Python) against a new one; fails when a kernel's median is BENCH_FAIL slower. Times move with load, so this is for
+# a quiet machine before and after an edit; CI's gate is bench-check (instruction counts, which load cannot move).
+BENCH_FAIL ?= 25%
+BENCH_K ?=
+bench-compare: install  ## time the kernels again and compare with the last make bench here (pytest-benchmark; BENCH_FAIL, BENCH_K)
+	$(BENCH_ENV) $(PY) -m pytest -q -p no:cacheprovider tests/bench --benchmark-enable $(if $(BENCH_K),-k "$(BENCH_K)") \
+		--benchmark-compare --benchmark-compare-fail=median:$(BENCH_FAIL)
 
 readme-tables: install  ## regenerate docs/kernels.md's tables from results/baselines/*.json (a test fails while stale)
 	$(PY) -m harness.bench.kernel_table --write docs/kernels.md
