@@ -119,7 +119,7 @@ def test_a_curve_drawn_over_another_says_so():
     from harness.report.precision import fig_loglog
     pt = pd.DataFrame([[1e-3, 2e-3], [1e-6, 2e-6], [1e-6, 2e-6]], index=["bf16", "fp32", "meta"], columns=[16, 32])
     labels = [ln.get_label() for ln in fig_loglog(pt, "t", "position", "phase_err_rad").axes[0].get_lines()]
-    assert labels == ["bf16", "fp32", "meta (identical to fp32)"]
+    assert labels == ["bf16", "fp32", "meta = fp32 (coincide)"]
 
 
 def test_readme_block_regenerates_and_goes_stale(tmp_path):

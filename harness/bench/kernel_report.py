@@ -39,23 +39,57 @@ def report(bench_json):
     return rows
 
 
+COLUMNS = [(m, d, lay) for m in ("fwd", "bwd") for d in ("float32", "bfloat16") for lay in ("half", "interleaved")]
+DTYPE_WORDS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def plot_csv(csv_path, png=None):
+    """Redraw the PNG of a report's CSV (e.g. results/baselines/bench-h100.csv) without the JSON; returns its path."""
+    path = pathlib.Path(csv_path)
+    with open(path, newline="") as f:
+        rows = [{**r, "R": float(r["R"]), "target": float(r["target"]) if r.get("target") else None}
+                for r in csv.DictReader(f)]
+    png = pathlib.Path(png) if png else path.with_suffix(".png")
+    _plot(rows, png)
+    return png
+
+
 def _plot(rows, png):
-    """One panel per shape: R per provider (bars: fwd/bwd x dtype x layout), target lines."""
+    """One heatmap per shape: R (bytes/s over a plain copy's) per implementation (rows) and pass (columns: fwd/bwd x
+    dtype x layout), the value in each cell, and the target where one is set with whether it is met."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    shapes = sorted({r["x_value"] for r in rows})
-    fig, axes = plt.subplots(1, len(shapes), figsize=(7 * len(shapes), 4), squeeze=False)
+    import numpy as np
+    shapes = [s for s in SHAPES if any(r["x_value"] == s for r in rows)]
+    shapes += sorted({r["x_value"] for r in rows} - set(shapes))
+    providers = sorted({r["provider"] for r in rows if r["provider"] != "copy"})  # copy: R = 1 by definition
+    device = sorted({r["device"] for r in rows})
+    fig, axes = plt.subplots(1, len(shapes), figsize=(6.2 * len(shapes) + 1.2, 0.5 * len(providers) + 2.6),
+                             squeeze=False, layout="constrained")
+    im = None
     for ax, shape in zip(axes[0], shapes):
-        sel = sorted((r for r in rows if r["x_value"] == shape), key=lambda r: (r["provider"], r["mode"]))
-        labels = [f"{r['provider']}\n{r['mode']} {r['dtype'][:4]} {r['layout'][:4]}" for r in sel]
-        ax.bar(range(len(sel)), [r["R"] for r in sel], color=["C0" if r["mode"] == "fwd" else "C1" for r in sel])
-        for i, r in enumerate(sel):
-            if r["target"] is not None:
-                ax.hlines(r["target"], i - 0.4, i + 0.4, colors="k", linestyles="--")
-        ax.set_xticks(range(len(sel)), labels, rotation=90, fontsize=6)
-        ax.set_ylabel("R = bytes/s / copy bytes/s")
-        ax.set_title(f"RoPE {shape} ({SHAPES[shape]}); dashed: target")
-    fig.tight_layout()
-    fig.savefig(png, dpi=120)
+        at = {(r["provider"], r["mode"], r["dtype"], r["layout"]): r for r in rows if r["x_value"] == shape}
+        grid = np.full((len(providers), len(COLUMNS)), np.nan)
+        for i, prov in enumerate(providers):
+            for j, key in enumerate(COLUMNS):
+                r = at.get((prov, *key))
+                if r is None:
+                    continue
+                grid[i, j] = r["R"]
+                text = f"{r['R']:.2f}"
+                if r["target"] is not None:
+                    text += f"\n≥{r['target']:.2f} " + ("met" if r["R"] >= r["target"] else "MISSED")
+                ax.text(j, i, text, ha="center", va="center", fontsize=7, color="k" if r["R"] > 0.55 else "w")
+        im = ax.imshow(grid, vmin=0, vmax=max(1.5, np.nanmax(grid)), cmap="viridis", aspect="auto")
+        ax.set_xticks(range(len(COLUMNS)), [f"{m}\n{DTYPE_WORDS.get(d, d)}\n{lay}" for m, d, lay in COLUMNS],
+                      fontsize=8)
+        ax.set_yticks(range(len(providers)), providers, fontsize=9)
+        dims = ", ".join(f"{k} {v}" for k, v in SHAPES.get(shape, {}).items())
+        ax.set_title(f"{shape} ({dims})", fontsize=10)
+        ax.tick_params(length=0)
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.9, label="R: bytes/s over a plain copy's (higher is better)")
+    fig.suptitle(f"RoPE kernels on {', '.join(device)}: R per implementation and pass (blank: not measured; "
+                 f"≥: the target R where kernel_spec sets one)", fontsize=11)
+    fig.savefig(png, dpi=110, bbox_inches="tight")
     plt.close(fig)

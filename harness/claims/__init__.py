@@ -12,7 +12,7 @@ import torch
 from harness.claims import (costs, maths, pretrained, trained, trained_compare, trained_content, trained_layers,
                             trained_normalizers)
 from harness import paths
-from harness.claims.table import N, Claim, kind, write
+from harness.claims.table import N, Claim, kind, stamp, write
 
 CLAIM = "python -m harness.claims --only"
 SWEEP_DEFAULT = "make sweep SWEEP=default && "
@@ -182,6 +182,8 @@ def run(sweeps="results/sweeps", out="results/claims", only=None, threads=1):
         evidence = claim.measure(ctx)
         v, reason = claim.rule(evidence.numbers)
         reason = _not_measured(ctx, v, reason)
+        if evidence.plot:  # the figure states its verdict and tolerance
+            stamp(evidence.plot, claim.id, v, reason, claim.rule)
         print(f"claim {claim.id:2d} {v:12s} ({time.perf_counter() - t:5.1f}s) {reason}", flush=True)
         rows.append((claim, evidence, v, reason))
     return rows, ctx

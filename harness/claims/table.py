@@ -150,36 +150,65 @@ def write(rows, out_dir, header=""):
     return path
 
 
+_DRAWN = {}  # file name -> (path, series, options) of each plot drawn, redrawn by `stamp` with its verdict
+
+
 def plot(path, series, *, xlabel, ylabel, title, logx=False, logy=False, hlines=(), kind="line"):
     """series: {label: (xs, ys)} or {label: (xs, ys, lo, hi)} -> PNG at path (file name returned; None when every
     value is NaN). lo, hi: a 95% CI per point, drawn as error bars (bars, lines of <= 20 points) or a band
-    (longer lines); a NaN bound draws none. hlines: [(y, label)] threshold lines. kind: line | bar."""
+    (longer lines); a NaN bound draws none. hlines: [(y, label)] threshold lines. kind: line | bar. Series that
+    coincide are named in the legend (`B = A (coincide)`); `stamp` redraws it with the claim's verdict."""
     series = {k: v for k, v in series.items() if any(y == y for y in v[1])}  # drop all-NaN
     if not series:
         return None  # nothing measured: no plot to link
+    opts = dict(xlabel=xlabel, ylabel=ylabel, title=title, logx=logx, logy=logy, hlines=hlines, kind=kind)
+    _DRAWN[Path(path).name] = (path, series, opts)
+    _draw(path, series, **opts)
+    return Path(path).name
+
+
+def stamp(plot_name, claim_id, v, reason, rule):
+    """Redraw the plot `plot_name` (drawn by `plot` in this process) with claim `claim_id`'s verdict `v`, the
+    reason and the rule (its tolerance) in a box under the axes; nothing when it was not drawn here."""
+    if plot_name in _DRAWN:
+        path, series, opts = _DRAWN.pop(plot_name)
+        _draw(path, series, **opts, verdict=(claim_id, v, reason, " ".join((rule.__doc__ or "").split())))
+
+
+def _draw(path, series, *, xlabel, ylabel, title, logx, logy, hlines, kind, verdict=None):
+    import textwrap
+
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    from harness.report.labels import human
+    from harness.report.style import coincide_label, coincident, legend
+    same = coincident({k: v[:2] for k, v in series.items()}, log=logy) if kind == "line" else {}
+    fig, ax = plt.subplots(figsize=(7.5, 3.6), layout="constrained")
     width = 0.8 / len(series)
     for i, (label, (xs, ys, *ci)) in enumerate(series.items()):
         ys = np.asarray(ys, dtype=float)
         lo, hi = (np.asarray(b, dtype=float) for b in ci) if ci else (ys, ys)
         err = np.nan_to_num(np.stack([ys - lo, hi - ys]), nan=0.0)  # (2, points) below / above the mean
+        twin = same.get(label)
+        text = human(coincide_label(label, twin) if twin else label)
+        over = dict(mfc="none", ms=9, zorder=3) if twin else {}  # a coincident series: open markers over the other
         if kind == "bar":  # bars of several series side by side at integer slots
             at = np.arange(len(xs)) + (i - (len(series) - 1) / 2) * width
-            ax.bar(at, ys, width=width, label=label, yerr=err if ci else None, capsize=2)
+            ax.bar(at, ys, width=width, label=text, yerr=err if ci else None, capsize=2)
             ax.set_xticks(np.arange(len(xs)), [str(x) for x in xs])
         elif ci and len(xs) > 20:
-            line, = ax.plot(xs, ys, label=label, lw=1.2, ls=("-", "--", ":", "-.")[i % 4])
+            line, = ax.plot(xs, ys, label=text, lw=1.2, ls=("-", "--", ":", "-.")[i % 4])
             ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
         elif ci:
-            ax.errorbar(xs, ys, yerr=err, label=label, marker="o", lw=1.2, ls=("-", "--", ":", "-.")[i % 4], capsize=3)
+            ax.errorbar(xs, ys, yerr=err, label=text, marker="o", lw=1.2, ls=("-", "--", ":", "-.")[i % 4], capsize=3,
+                        **over)
         else:
-            ax.plot(xs, ys, label=label, marker="o" if len(xs) <= 20 else None, lw=1.2,
-                    ls=("-", "--", ":", "-.")[i % 4])
+            ax.plot(xs, ys, label=text, marker="o" if len(xs) <= 20 or twin else None, lw=1.2,
+                    ls=("-", "--", ":", "-.")[i % 4], markevery=None if len(xs) <= 20 else max(1, len(xs) // 12),
+                    **over)
     for y, label in hlines:
         ax.axhline(y, color="grey", lw=0.8, ls="--")
         ax.annotate(label, (0.01, y), xycoords=("axes fraction", "data"), fontsize=7, color="grey", va="bottom")
@@ -192,10 +221,14 @@ def plot(path, series, *, xlabel, ylabel, title, logx=False, logy=False, hlines=
             ax.minorticks_off()
     if logy:
         ax.set_yscale("log")
-    if len(series) > 1:
-        ax.legend(fontsize=7)
+    legend(ax)  # outside the axes, never over a curve; one series too: its label says what is drawn
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    if verdict:
+        cid, v, reason, rule = verdict
+        wrap = lambda t: textwrap.fill(t, 125, max_lines=4, placeholder=" …")  # noqa: E731
+        fig.suptitle(f"claim {cid}: {v}", fontsize=11, fontweight="bold")
+        fig.text(0.01, 0.0, wrap(f"verdict: {v}, because {reason}") + "\n" + wrap(f"tolerance (the rule): {rule}"),
+                 fontsize=7, va="top", ha="left", wrap=False,
+                 bbox=dict(boxstyle="round", facecolor="0.96", edgecolor="0.6"))
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
-    return Path(path).name

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from harness.report import families  # noqa: E402
+from harness.report.labels import human  # noqa: E402
 from harness.report.plots import BAND_TEXT, _plain_log_y, band, errorbars, grid, kind_of, n_text  # noqa: E402
 from harness.report.style import REFERENCE, legend, styles  # noqa: E402
 from harness.report.tables import symmetric  # noqa: E402
@@ -23,7 +24,7 @@ def fig_cost(q, costs, qlabel, logy=True, groups=None, reference=None):
     groups = groups or families.panels({v: "" for v in q.variant}, reference)
     look, q_kind = styles(groups, reference), kind_of(q)
     c_kinds = {xlabel: kind_of(c) for xlabel, c in costs}
-    fig, cells = grid(len(groups), [c for c, _ in costs], w=4.6, h=3.6)
+    fig, cells = grid(len(groups), [c for c, _ in costs], w=4.6, h=3.6, legend_w=2.9)
     merged = {xlabel: q.merge(c, on="variant", suffixes=("_q", "_c")).dropna(subset=["mean_q", "mean_c"])
               for xlabel, c in costs}
     for (gi, xlabel), ax in cells.items():
@@ -39,7 +40,7 @@ def fig_cost(q, costs, qlabel, logy=True, groups=None, reference=None):
             if r.n_q >= 2:
                 errorbars(ax, r.mean_c, r.mean_q, r.lo_q, r.hi_q, "y", q_kind, **bars)
             ax.plot(r.mean_c, r.mean_q, marker=mk, ms=10 if r.variant == reference else 7, color=c, ls="none",
-                    label=f"{r.variant} (reference)" if r.variant == reference else r.variant, zorder=3)
+                    label=human(r.variant) + (" (reference)" if r.variant == reference else ""), zorder=3)
         if logy:
             _plain_log_y(ax)
         ax.set_xlabel(xlabel, fontsize=9)
@@ -90,9 +91,9 @@ def fig_training(s, ylabel="train loss (nats/byte)", groups=None, reference=None
         ax.add_collection(matplotlib.collections.LineCollection(others, colors="0.82", linewidths=0.7))
         g = curves[v]
         c, _, mk = look.get(v, REFERENCE)  # solid: a noisy curve drawn dotted is hard to read; the panel names it
-        ax.plot(g.step, g["mean"], color=c, marker=mk, ms=4, markevery=max(1, len(g) // 6), lw=1.3, label=v)
+        ax.plot(g.step, g["mean"], color=c, marker=mk, ms=4, markevery=max(1, len(g) // 6), lw=1.3, label=human(v))
         band(ax, g.step, g["lo"], g["hi"], c, kind=kind)
-        ax.set_title(v, fontsize=9)
+        ax.set_title(human(v), fontsize=9)
         if name:
             ax.text(0.97, 0.93, name, transform=ax.transAxes, ha="right", va="top", fontsize=7, color="0.35")
         ax.grid(alpha=0.3)
@@ -129,7 +130,7 @@ def fig_passkey(s):
         cols = sorted(g.eval_len.unique())
         ax.set_xticks(range(len(cols)), [str(c) for c in cols], fontsize=7, rotation=45)
         ax.set_yticks(range(len(rows)), [p.split("=")[1] for p in rows], fontsize=7)
-        ax.set(title=v, xlabel="sequence length (tokens)", ylabel="needle depth (share of the context)" if i == 0
+        ax.set(title=human(v), xlabel="sequence length (tokens)", ylabel="needle depth (share of the context)" if i == 0
                else "")
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label=f"passkey accuracy ({n_text(s).split(';')[0]})")
     if "; band: " in n_text(s):

@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from harness.bench.flex_bench import summary
-from harness.report.plots import legend, save, style, twins
-from harness.report.style import label
+from harness.report.plots import legend, save, style
+from harness.report.style import label, name_coincident
 from harness.report.tables import md_table
 
 MiB = 2 ** 20
@@ -45,14 +45,12 @@ def fig_paths(d):
         lines = {f"{'/'.join(name)} {path}": (g[g.path == path].set_index("T").value.sort_index() / scale, i, ls, mk)
                  for i, (name, g) in enumerate(d[d.metric == metric].groupby(["machine", "member"]))
                  for path, ls, mk in (("sdpa", "-", "o"), ("flex", "--", "x"))}
-        same = twins(pd.DataFrame({k: v[0] for k, v in lines.items()}).T)
         for k, (v, i, ls, mk) in lines.items():
-            n = len([t for t in list(same)[:list(same).index(k) + 1] if same[t] == same[k]]) if k in same else 0
-            ax.plot(v.index, v.values, ls=ls, marker="o" if n else mk, ms=6 + 4 * n, mfc="none" if n else None,
-                    color=style(i)[0], label=f"{k} (identical to {same[k]})" if n else k, zorder=2 + n)
+            ax.plot(v.index, v.values, ls=ls, marker=mk, ms=6, color=style(i)[0], label=k, zorder=2)
         ax.set(xscale="log", yscale="log", xlabel=label("T", log=True), ylabel=label(metric, log=True))
         ax.grid(alpha=0.3, which="both")
-        legend(ax, loc="upper left")
+        name_coincident(ax)
+        legend(ax)
     fig.suptitle("one causal attention forward with the encoding's bias: SDPA (solid, ●) vs FlexAttention "
                  "(dashed, ×)", fontsize=11)
     return fig

@@ -106,3 +106,53 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
         group = group + ", train_len=" + df.train_len.astype(str)
     df["group"] = group
     return df
+
+
+# ---- the one naming function of the figures: a variant (or a budget, a group) in words, no override syntax
+_KEY_WORDS = {"qk_norm": "QK-norm", "train_len": "trained at", "n_layers": "layers", "d_model": "width",
+              "finetune_len": "fine-tuned at"}
+_SCALE = ("model", "steps", "train_len", "task", "sweep", "run")  # after the encoding's own params, in this order
+_KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z_][\w.]*)=")
+
+
+def _model_words(m):
+    """`ladder16x` -> `16x ladder`, `tiny` -> `tiny model`."""
+    rung = re.fullmatch(r"ladder(\d+x)", m)
+    return f"{rung.group(1)} ladder" if rung else f"{m} model"
+
+
+def _segment(text):
+    ext = ""
+    tail = re.search(r"\+([\w.-]+)(?: ft(\d+))?$", text)
+    if tail:  # a RoPE extension row: `+yarn ft128`
+        ext = f" + {tail.group(1)}" + (f" (fine-tuned at {tail.group(2)})" if tail.group(2) else "")
+        text = text[:tail.start()]
+    keys = list(_KEY.finditer(text))
+    if not keys:
+        return text.strip() + ext
+    name = text[:keys[0].start()].strip()
+    kv = {m.group(1): text[m.end():(keys[i + 1].start() if i + 1 < len(keys) else len(text))].strip()
+          for i, m in enumerate(keys)}
+    own = [f"{_KEY_WORDS.get(k, k.replace('_', ' ').replace('.', ' '))} {v}" for k, v in kv.items()
+           if k not in _SCALE]
+    words = " ".join([name] + [", ".join(own)] if own else [name]).strip()
+    scale = []
+    if "model" in kv:
+        scale.append(_model_words(kv["model"]) + (f" ({kv['steps']} steps)" if "steps" in kv else ""))
+    elif "steps" in kv:
+        scale.append(f"{kv['steps']} steps")
+    scale += [f"{_KEY_WORDS.get(k, k)} {kv[k]}" for k in ("train_len", "task", "sweep") if k in kv]
+    if "run" in kv:
+        scale.append("run " + kv["run"].replace("=", " "))
+    return ", ".join(p for p in [words] + scale if p).replace("=", " ") + ext
+
+
+def human(label):
+    """The label a figure shows for a variant, budget or group label of `prepare` (or a claim's series): the
+    encoding, its params in words, then the scale, never Hydra override syntax. `rope base=100` -> `rope base 100`;
+    `learned model=ladder16x steps=1137` -> `learned, 16x ladder (1137 steps)`; `model=tiny steps=300` -> `tiny
+    model (300 steps)`; `rope qk_norm=rms+yarn ft128` -> `rope QK-norm rms + yarn (fine-tuned at 128)`; `Task `lm`,
+    model=tiny steps=300, train_len=64` -> `Task `lm`, tiny model (300 steps), trained at 64`. Every figure names
+    its variants through this function (tests/test_figures.py checks no figure text holds `key=value`)."""
+    text = str(label)
+    return ", ".join(_segment(s) for s in re.split(r", (?=[A-Za-z_][\w.]*=)", text))

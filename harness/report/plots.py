@@ -18,7 +18,8 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 from harness.report import families  # noqa: E402
-from harness.report.style import legend, style, styles  # noqa: E402,F401 - legend, style: the figures share them
+from harness.report.labels import human  # noqa: E402
+from harness.report.style import legend, name_coincident, style, styles  # noqa: E402,F401 - legend, style: shared
 
 BAND_ALPHA = 0.14
 
@@ -116,15 +117,16 @@ def n_text(s):
     return seeds + (f" seeds; band: {BAND_TEXT[kind_of(s)]}" if hi >= 2 else " seed: no interval")
 
 
-def grid(n_groups, cols=(None,), w=4.8, h=3.5, sharey=True):
+def grid(n_groups, cols=(None,), w=4.8, h=3.5, sharey=True, legend_w=0.0):
     """(Figure, {(group index, column key): Axes}): a panel per (group, column key). Without column keys the
-    groups wrap three a row; with keys a group's panels sit side by side, groups wrapped to about four panels
-    a row. Panels of one column key share x, all share y (sharey); unused cells are hidden."""
+    groups wrap three a row (two with legends); with keys a group's panels sit side by side, groups wrapped to about
+    four panels a row. Panels of one column key share x, all share y (sharey); unused cells are hidden. legend_w:
+    inches added per group for its legend, outside its last panel."""
     cols = list(cols)
-    per_row = min(n_groups, 3 if cols == [None] else max(1, 4 // len(cols)))
+    per_row = min(n_groups, (2 if legend_w else 3) if cols == [None] else max(1, 4 // len(cols)))
     nrow, ncol = math.ceil(n_groups / per_row), per_row * len(cols)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(w * ncol + 0.6, h * nrow + 1.0), squeeze=False, sharey=sharey,
-                             layout="constrained")
+    fig, axes = plt.subplots(nrow, ncol, figsize=(w * ncol + legend_w * per_row + 0.6, h * nrow + 1.0),
+                             squeeze=False, sharey=sharey, layout="constrained")
     cells, first = {}, {}
     for gi in range(n_groups):
         for ci, col in enumerate(cols):
@@ -160,21 +162,20 @@ def fig_curves(s, x, title, xlabel, ylabel, vlines=(), logy=True, logx=True, pan
         cols = [None]
     groups = groups or families.panels({v: "" for v in s.variant.unique()}, reference)
     look, kind = styles(groups, reference), kind_of(s)
-    fig, cells = grid(len(groups), cols)
+    fig, cells = grid(len(groups), cols, legend_w=2.9)
     for (gi, col), ax in cells.items():
         name, members = groups[gi]
         sp = s if col is None else s[s["panel"] == col]
         order = [v for v in right_end_order(sp, x, members) if (sp.variant == v).any()]
-        same = twins(sp.pivot_table(index="variant", columns=x, values="mean", dropna=False).reindex(order))
         for v in order:
             g = sp[sp.variant == v]
             c, ls, m = look[v]
             xs = g[x].astype(float).to_numpy()
-            ref, twin = v == reference, same.get(v)
-            # the reference under the others (a curve on it stays visible); a twin: open markers over its twin
-            ax.plot(xs, g["mean"].to_numpy(dtype=float), marker=m, ms=7 if ref or twin else 4.5, ls=ls, color=c,
-                    lw=2.0 if ref else 1.5, mfc="none" if twin else c, zorder=1.9 if ref else 2,
-                    label=v + (" (reference)" if ref else "") + (f" (identical to {twin})" if twin else ""))
+            ref = v == reference
+            # the reference under the others (a curve on it stays visible)
+            ax.plot(xs, g["mean"].to_numpy(dtype=float), marker=m, ms=7 if ref else 4.5, ls=ls, color=c,
+                    lw=2.0 if ref else 1.5, zorder=1.9 if ref else 2,
+                    label=human(v) + (" (reference)" if ref else ""))
             band(ax, xs, g["lo"], g["hi"], c, logy, kind)
         for L in vlines:
             ax.axvline(float(L), color="grey", ls=":", lw=1.2)
@@ -185,9 +186,11 @@ def fig_curves(s, x, title, xlabel, ylabel, vlines=(), logy=True, logx=True, pan
             ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         if logy:
             _plain_log_y(ax)
-        ax.set_title(" · ".join(str(t) for t in (name, col) if t), fontsize=10)
+        ax.set_title(" · ".join(human(t) for t in (name, col) if t), fontsize=10)
         ax.grid(alpha=0.3, which="both")
-        if ax.get_lines():
+    for (gi, col), ax in cells.items():  # coincident curves named in every panel; one legend a group, at its right
+        same = name_coincident(ax)
+        if ax.get_lines() and (col == cols[-1] or same):
             legend(ax)
     fig.supxlabel(xlabel, fontsize=10)
     fig.supylabel(ylabel, fontsize=10)
@@ -206,7 +209,7 @@ def fig_bars(s, title, xlabel, censored=(), note=""):
     labelled `≥`, marked by a ▶ at the bar's end and explained by `note` under the axis."""
     s = s.dropna(subset=["mean"]).sort_values("mean")
     fig, ax = plt.subplots(figsize=(8, 0.3 * len(s) + 1.8))
-    ax.barh(s.variant, s["mean"], color="tab:blue")
+    ax.barh([human(v) for v in s.variant], s["mean"], color="tab:blue")
     lo, hi = (s[c].where(s["n"] >= 2).to_numpy(dtype=float) for c in ("lo", "hi"))
     errorbars(ax, s["mean"], np.arange(len(s)), lo, hi, "x", kind_of(s), ecolor="k", capsize=2)
     cens = [y for y, v in enumerate(s.variant) if v in set(censored)]

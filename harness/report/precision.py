@@ -24,7 +24,8 @@ import yaml
 from harness import results
 from harness.report import bounds, families
 from harness.report.plots import grid, legend, save, twins
-from harness.report.style import distinct, label, styles
+from harness.report.labels import human
+from harness.report.style import distinct, label, name_coincident, styles
 from harness.measure.precision import precision_report_rows, safe_length
 from harness.measure.precision_bias import bias_encodings
 from harness.measure.precision_layers import members
@@ -124,29 +125,36 @@ def _meta(df):
     return df["params"].map(json.loads)
 
 
-def fig_loglog(pt, title, xlabel, ylabel):
+def fig_loglog(pt, title, xlabel, ylabel, note=""):
     """One line per row of pt (label x x), log-log, at most families.CAP a panel, each in its own colour, line style
-    and marker; a row equal to an earlier one is drawn with larger open markers over it and says so in the legend."""
+    and marker; a row that coincides with an earlier one is drawn with larger open markers over it and says so in
+    the legend (`B = A (coincide)`). note: text under the axes (what a curve's place means)."""
     groups = families.panels({str(i): "" for i in pt.index})
-    same = twins(pt)
-    fig, cells = grid(len(groups), w=7.0, h=4.6)
+    fig, cells = grid(len(groups), w=7.0, h=4.6, legend_w=2.6)
     for (gi, _), ax in cells.items():
         for name in groups[gi][1]:
             r = pt.loc[name].dropna()
             c, ls, m = distinct(list(pt.index).index(name))
-            twin = same.get(name)
-            ax.plot(r.index.astype(float), r.values.clip(min=1e-12), ls=ls, marker=m, color=c, ms=9 if twin else 5,
-                    mfc="none" if twin else c, lw=1.4, zorder=3 if twin else 2,
-                    label=f"{name} (identical to {twin})" if twin else name)
+            ax.plot(r.index.astype(float), r.values.clip(min=1e-12), ls=ls, marker=m, color=c, ms=5, lw=1.4,
+                    zorder=2, label=human(name))
         ax.set(xscale="log", yscale="log", title=groups[gi][0])
         ax.grid(alpha=0.3, which="both")
+        name_coincident(ax)
         legend(ax)
-    fig.supxlabel(label(xlabel, log=True), fontsize=10)
+    fig.supxlabel(label(xlabel, log=True) + (f"\n\n{note}" if note else ""), fontsize=10)
     fig.supylabel(label(ylabel, log=True), fontsize=10)
     fig.suptitle(title, fontsize=11)
     return fig
 
 
+# What the tf32 pipeline's curve means, under the figure where it lies below fp32 (precision_shift)
+TF32_NOTE = ("tf32 is emulated (harness.measure.precision_pipelines.round_tf32: positions and inv_freq rounded to "
+             "TF32's 11 significant bits, then an fp32 matmul), so it is the same on CPU and GPU and torch's tf32 "
+             "switch plays no part.\nUp to position 2048 TF32 holds every integer exactly and the product of two "
+             "11-bit significands is exact in fp32: each phase is exact for its (rounded) frequency, so a logit at\n"
+             "a fixed distance barely moves with the offset and tf32 lies below fp32, whose phase products are "
+             "rounded (an error growing with the position). Past 2048 TF32 rounds neighbouring positions to one\n"
+             "value and its error jumps to bf16's level.")
 def _kl_panels(s, title, groups=None, reference=None):
     """Log-log panels per (family group, low dtype and mode): one line per variant (mean KL over seeds vs window
     end), the same style for a variant in every panel; dashed: the safe bound. s: summarize frame by (variant,
@@ -154,19 +162,19 @@ def _kl_panels(s, title, groups=None, reference=None):
     cols = sorted(s[["dtype", "protocol"]].drop_duplicates().itertuples(index=False, name=None))
     groups = groups or families.panels({v: "" for v in s.variant.unique()}, reference)
     look = styles(groups, reference)
-    fig, cells = grid(len(groups), cols, w=4.4, h=3.3)
+    fig, cells = grid(len(groups), cols, w=4.4, h=3.3, legend_w=2.9)
     for (gi, (dtype, mode)), ax in cells.items():
         name, members = groups[gi]
         for v in members:
             g = s[(s.variant == v) & (s.dtype == dtype) & (s.protocol == mode)].sort_values("eval_len")
             c, ls, m = look[v]
             ax.plot(g.eval_len.astype(float), g["mean"].clip(lower=1e-12), marker=m, ms=4, lw=1.3, color=c, ls=ls,
-                    label=f"{v} (reference)" if v == reference else v)
+                    label=human(v) + (" (reference)" if v == reference else ""))
         ax.axhline(KL_SAFE, color="k", ls="--", lw=0.8)
         ax.set(xscale="log", yscale="log", title=" · ".join(t for t in (name, f"{dtype} {mode}") if t))
         ax.grid(alpha=0.3, which="both")
-        if (dtype, mode) == cols[0]:
-            legend(ax, loc="upper left")
+        if name_coincident(ax) or (dtype, mode) == cols[-1]:  # one legend a group, at its right
+            legend(ax)
     fig.supxlabel("position (end of a log window of positions, tokens), log scale", fontsize=10)
     fig.supylabel(f"{label('kl_fp32')}, log scale; dashed: {KL_SAFE:g}", fontsize=10)
     fig.suptitle(title, fontsize=11)
@@ -188,7 +196,8 @@ def _kernel_plots(k, out, made, md):
         if d.empty:
             continue
         pt = d.pivot_table(index="protocol", columns="eval_len", values="value", aggfunc="max")
-        save(fig_loglog(pt, title, xlabel, metric), out, name, made)
+        tf32 = "tf32" in pt.index and metric == "shift_variance"
+        save(fig_loglog(pt, title, xlabel, metric, note=TF32_NOTE if tf32 else ""), out, name, made)
         md.append(f"![{metric}]({name})\n")
         md += [f"`{a}` is identical to `{b}` at every {xlabel} here (drawn with open markers over it).\n"
                for a, b in twins(pt).items()]

@@ -4,6 +4,7 @@ from harness.rope.pipelines import pipeline_names
 from harness.pretrained.rows import lm_rows, order as _order
 from harness.report.bounds import checked
 from harness.report.plots import BAND_ALPHA, save, style
+from harness.report.style import legend, name_coincident
 
 
 def figure(d, out, made, name="pretrained.png"):
@@ -20,8 +21,8 @@ def figure(d, out, made, name="pretrained.png"):
     if not panels:
         return None
     rows = (len(panels) + 1) // 2
-    fig, axes = plt.subplots(rows, 2 if len(panels) > 1 else 1, figsize=(13 if len(panels) > 1 else 6.5, 4.6 * rows),
-                             squeeze=False)
+    fig, axes = plt.subplots(rows, 2 if len(panels) > 1 else 1, figsize=(17 if len(panels) > 1 else 8.5, 4.6 * rows),
+                             squeeze=False, layout="constrained")
     ax = dict(zip(panels, axes.ravel()))
     for extra in axes.ravel()[len(panels):]:
         extra.set_visible(False)
@@ -32,11 +33,14 @@ def figure(d, out, made, name="pretrained.png"):
     if "bpb" in ax:
         ax["bpb"].set(ylabel="bits per byte", title=f"{d.model.iloc[0]}: RoPE variants, no fine-tune "
                                                     f"(n = {lm.seed.nunique()} windows)")
-        ax["bpb"].legend(fontsize=8, ncol=2, loc="upper right")
+        name_coincident(ax["bpb"])
+        legend(ax["bpb"])
     if "diff" in ax:
         ax["diff"].axhline(0, color="0.3", lw=0.8)
         ax["diff"].set(ylabel="bits per byte minus none's (same windows)", title="each variant − none, paired "
                                                                                 "(bands: 95% CI)")
+        if name_coincident(ax["diff"]):
+            legend(ax["diff"])
     if "kl" in ax:
         _precision_panel(ax["kl"], kl)
     save(fig, out, name, made)
@@ -84,7 +88,8 @@ def _precision_panel(b, kl):
     b.set(xscale="log", yscale="log", xlabel=f"target position (end of a log window); {which}",
           ylabel="mean KL to the fp32 pipeline (nats)",
           title=f"RoPE precision pipelines, n = {kl.seed.nunique()} windows (dotted: 1e-3)")
-    b.legend(fontsize=8)
+    name_coincident(b)
+    legend(b)
 
 
 def plt_palette():

@@ -77,18 +77,20 @@ def figure(d, out, made, name):
         acc, nll = g[g.metric == "acc"], g[g.metric == "answer_nll"]
         lens = sorted(acc.eval_len.unique())
         a = row[0]
+        seen = {}
         for i, v in enumerate(variants):
             s = stats.summarize(acc[acc.variant == v], ["eval_len"], method="wilson")
             for _, q in s.iterrows():
                 checked("acc", q)
             x = np.arange(len(s)) + (i - (len(variants) - 1) / 2) * 0.12
             c, _, mk = style(i)
-            a.errorbar(x, s["mean"], yerr=[s["mean"] - s.lo, s.hi - s["mean"]], fmt=mk, color=c, label=v, ms=5,
-                       capsize=2, lw=1.2)
+            a.errorbar(x, s["mean"], yerr=[s["mean"] - s.lo, s.hi - s["mean"]], fmt=mk, color=c,
+                       label=_same_as(v, s, seen, lens), ms=5, capsize=2, lw=1.2)
+            seen[v] = s
         a.set(ylim=(-0.03, 1.03), ylabel="exact match", title=f"{needle}: accuracy (Wilson 95%)",
               xlabel="length (tokens)")
         a.set_xticks(range(len(lens)), [f"{L // 1024}k" if L >= 1024 else str(L) for L in lens])
-        a.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=len(variants), frameon=False)
+        a.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, frameon=False)
         grid = {v: nll[nll.variant == v].pivot_table(index="depth", columns="eval_len", values="value", aggfunc="mean")
                 for v in variants}
         # a log scale: the answer's NLL spans ~0.5 nats (found) to ~30 (lost); a linear one hides the first decade
@@ -113,3 +115,18 @@ def figure(d, out, made, name):
         bar.ax.minorticks_off()
     save(fig, out, name, made)
     return name
+
+
+def _same_as(v, s, seen, lens):
+    """v's legend label, naming the earlier variant whose accuracy (mean and interval) it equals: `B = A (coincide)`
+    at every length, `B (= A at 1k–8k)` at some (the points sit side by side, so a reader would not see it)."""
+    key = lambda t: t.set_index("eval_len")[["mean", "lo", "hi"]].round(12)  # noqa: E731
+    for u, t in seen.items():
+        a, b = key(s), key(t)
+        at = [L for L in lens if L in a.index and L in b.index and a.loc[L].equals(b.loc[L])]
+        if at:
+            k = lambda L: f"{L // 1024}k" if L >= 1024 else str(L)  # noqa: E731
+            if len(at) == len(lens):
+                return f"{v} = {u} (coincide)"
+            return f"{v} (= {u} at {k(at[0])}" + (f"–{k(at[-1])})" if len(at) > 1 else ")")
+    return v

@@ -16,7 +16,10 @@ LINESTYLES = ("-", "--", "-.", ":")
 # matplotlib's filled markers less "*" (the reference's), "." (too small) and the look-alikes of "o" ("8", "H")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "d")
 REFERENCE = ("black", "-", "*")
-LEGEND = dict(fontsize=8, framealpha=0.85, handlelength=2.6)  # every legend: readable, inside its axes
+# every legend: readable, and outside its axes (to their right), so it never covers a curve
+LEGEND = dict(fontsize=8, framealpha=0.85, handlelength=2.6, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+              borderaxespad=0.0)
+COINCIDE = 0.005  # two curves coincide when they are this share of the axes' span apart, or less, at every x
 
 # Axis labels by row column or metric name (values in MiB where the name is in bytes: the callers divide).
 LABELS = {
@@ -78,6 +81,55 @@ def styles(panels, reference=None):
 
 
 def legend(ax, handles=None, labels=None, **kw):
-    """A legend inside ax in the report's size (matplotlib's `best` place: where it covers the fewest points)."""
+    """The report's legend of ax, outside the axes to their right (never over the data); kw: matplotlib's, e.g.
+    ncol. A figure that wants it elsewhere passes its own loc and bbox_to_anchor, outside the axes too."""
     args = (handles, labels) if handles is not None else ()
-    return ax.legend(*args, **{**LEGEND, "loc": "best", **kw})
+    return ax.legend(*args, **{**LEGEND, **kw})
+
+
+def coincident(curves, log=False, tol=COINCIDE):
+    """{name: the earlier name it coincides with} for curves {name: (xs, ys)} of one axes, in drawing order: two
+    curves coincide when they have the same xs (and NaNs) and their ys are within `tol` of the span of every
+    curve's ys (log: of their decades) at every x, which on a figure is a pixel or two: a reader sees one curve."""
+    import numpy as np
+    prep = {}
+    for name, (xs, ys) in curves.items():
+        y = np.asarray(ys, dtype=float)
+        if log:
+            y = np.log10(np.where(y > 0, y, np.nan))
+        prep[name] = (np.asarray(xs, dtype=float), y)
+    finite = np.concatenate([y[np.isfinite(y)] for _, y in prep.values()] or [np.zeros(0)])
+    span = float(finite.max() - finite.min()) if finite.size else 0.0
+    out, seen = {}, []
+    for name, (x, y) in prep.items():
+        for other, (x2, y2) in seen:
+            if (len(x) == len(x2) and len(x) and np.array_equal(x, x2) and np.array_equal(np.isnan(y), np.isnan(y2))
+                    and np.isfinite(y).any()
+                    and np.all(np.abs(y - y2)[np.isfinite(y)] <= tol * span)):
+                out[name] = other
+                break
+        seen.append((name, (x, y)))
+    return out
+
+
+def coincide_label(name, other):
+    """The legend text of a curve drawn over an earlier one: `B = A (coincide)`."""
+    return f"{name} = {other} (coincide)"
+
+
+def name_coincident(ax):
+    """Find the labelled lines of ax that coincide (see `coincident`; on the axes' y scale) and name them in the
+    legend (`B = A (coincide)`), drawing the later one with larger open markers above the other so both show.
+    Call it after the axes' curves are drawn and before its legend. Returns {later label: earlier label}."""
+    lines = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+    same = coincident({id(ln): (ln.get_xdata(), ln.get_ydata()) for ln in lines}, log=ax.get_yscale() == "log")
+    by_id = {id(ln): ln for ln in lines}
+    named = {}
+    for later, earlier in same.items():
+        ln, first = by_id[later], by_id[earlier]
+        named[ln.get_label()] = first.get_label().split(" = ")[0]
+        ln.set_label(coincide_label(ln.get_label(), named[ln.get_label()]))
+        ln.set_markerfacecolor("none")
+        ln.set_markersize(max(ln.get_markersize(), 5) + 3)
+        ln.set_zorder(max(ln.get_zorder(), first.get_zorder()) + 0.1)
+    return named
