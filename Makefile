@@ -167,7 +167,12 @@ FIELD_PKGS := torchtune==0.6.1 torchao==0.10.0 sentencepiece tiktoken blobfile r
 	kagglehub kagglesdk \
 	llama-models==0.3.0 fairscale \
 	mlx==0.32.4 mlx-cpu==0.32.4 \
-	jax==0.10.2 jaxlib==0.10.2 opt_einsum gemma==3.3.0 etils
+	jax==0.10.2 jaxlib==0.10.2 opt_einsum gemma==3.3.0 etils \
+	mlx-lm==0.32.2 equinox==0.13.8 jaxtyping==0.3.11 wadler-lindig==0.1.8 mistral-inference==1.6.0 \
+	ai2-olmo-core==3.0.0 cached-path==1.8.10 dataclass-extensions bettermap importlib_resources \
+	boto3 botocore s3transfer jmespath google-cloud-storage google-cloud-core google-api-core google-auth google-resumable-media google-crc32c googleapis-common-protos proto-plus pyasn1 pyasn1-modules cryptography cffi pycparser \
+	vllm==0.33.0 pyzmq cbor2 openai-harmony openai pybase64 cachetools msgspec uvloop prometheus_client xgrammar apache-tvm-ffi==0.1.11 \
+	fastapi starlette partial_json_parser llguidance
 conformance-data: install  ## regenerate harness/conformance/golden.npz (a test checks it equals a regeneration)
 	$(CONFORM) --generate
 

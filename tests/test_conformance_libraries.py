@@ -28,6 +28,14 @@ FAKED = {
     "mlx-traditional": (["mlx"], ["default", "linear"], {"array": "torch"}),
     "gemma": (["gemma"], ["default", "proportional"], {"array": "torch"}),
     "timm": (["timm"], ["default"], {}),
+    "mlx-lm": (["mlx", "mlx_lm"], ["default", "linear"], {"array": "torch"}),
+    "mlx-lm-deepseek-v2": (["mlx", "mlx_lm"], ["default"], {"array": "torch"}),
+    "mistral-inference": (["mistral_inference"], ["default"], {}),
+    "mistral-inference-apply": (["mistral_inference"], ["default", "yarn"], {}),
+    "equinox": (["equinox", "jax"], ["default"], {"array": "torch"}),
+    "olmo-core": (["olmo_core"], ["default"], {}),
+    "olmo-core-complex": (["olmo_core"], ["default"], {}),
+    "vllm": (["vllm"], ["default", "linear"], {}),
 }
 
 
@@ -140,3 +148,23 @@ def test_megatron_cpu_device_answers_cpu_inside_and_restores_after_an_exception(
                 assert torch.cuda.current_device() == "cpu"
             raise RuntimeError("inside")
     assert torch.cuda.current_device is before
+
+
+def test_mlx_lm_and_vllm_longrope_take_the_models_max_position():
+    """mlx-lm's SuScaledRoPE and vLLM's Phi3LongRoPE derive the attention factor from max_position_embeddings /
+    original (Phi-3-128k's config); the adapter hands them factor * original, not the call's length."""
+    from harness.conformance.libraries.mlx_lm import scaling_config
+    rope = {"rope_type": "longrope", "rope_theta": 1e4, "head_dim": 64, "partial_rotary_factor": 1.0, "factor": 16.0,
+            "original_max_position_embeddings": 8192, "short_factor": [1.0], "long_factor": [2.0],
+            "max_position_embeddings": 8192}
+    cfg, max_pos = scaling_config(rope)
+    assert max_pos == 131072 and cfg == {"rope_type": "longrope", "original_max_position_embeddings": 8192,
+                                         "short_factor": [1.0], "long_factor": [2.0]}
+    assert scaling_config({**rope, "rope_type": "default"}) == (None, 8192)
+
+
+def test_equinox_takes_dense_positions_only(fakes):
+    """eqx.nn.RotaryPositionalEmbedding has no positions argument (a call rotates 0..L-1): sampled positions are an
+    error naming --positions dense, never a silent pass."""
+    rows, msgs = _run("equinox", ["default"], array="torch", positions="sampled")
+    assert {r["result"] for r in rows} == {"error"} and any("--positions dense" in m for m in msgs), msgs[:2]

@@ -58,3 +58,26 @@ def test_bad_options_in_one_line(pytester, args, words):
     r = _run(pytester, *args)
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert words in r.stderr.str()
+
+
+def test_usage_items_with_positions_convention(pytester):
+    """With --rope-convention positions the usage cases are items too: HF's LlamaRotaryEmbedding (transformers 5.23)
+    passes shared state and decode, and its module cast with .to(torch.bfloat16) fails, named: the cast rounds its
+    inv_freq buffer to bf16 (modeling_llama.py registers inv_freq as a buffer; nn.Module.to casts floating buffers)."""
+    # a subprocess: pytester's in-process runs restore sys.modules between runs, which breaks transformers' lazy
+    # imports ("Could not import module 'LlamaConfig'") once an earlier test has imported it
+    r = pytester.runpytest_subprocess(
+        "-p", "harness.conformance.pytest_plugin", "-p", "no:cacheprovider",
+        "--rope-conformance", "harness.conformance.libraries.transformers:llama",
+        "--rope-build", "harness.conformance.libraries.transformers:build_llama", "--rope-convention",
+        "positions", "--rope-type", "default,llama3", "--rope-dtype", "bf16")
+    outcomes = r.parseoutcomes()
+    assert r.ret == 1 and outcomes["failed"] == 1, "\n".join(r.outlines[-40:])
+    r.stdout.fnmatch_lines(["*rope_usage[[]cast-bf16[]]*", "*16-bit frequencies after a cast*"])
+    assert "rope_usage[shared-bf16]" not in "".join(line for line in r.outlines if "FAILED" in line)
+
+
+def test_usage_option_refuses_unknown_kinds(pytester):
+    r = _run(pytester, "--rope-conformance", "planted:wrong_sign", "--rope-usage", "warp")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--rope-usage ['warp']: choose from" in r.stderr.str()

@@ -6,7 +6,7 @@ import sys
 import textwrap
 import time
 
-from harness.conformance import arrays, golden, isolate, libraries, run
+from harness.conformance import arrays, golden, isolate, libraries, run, usage, usage_worker
 from harness.conformance import conventions as C
 from harness.conformance.cases import ROPE_TYPES
 from harness.conformance.tolerance import TORCH_DTYPES
@@ -37,7 +37,8 @@ def _parser():
     # the adapter contract (what each --convention's function receives and returns; NotImplementedError = skip) is
     # conventions.py's docstring, printed as the help's epilog so that --help and the code say it once
     ap = _Parser(prog="python -m harness.conformance", description=__doc__, formatter_class=_Help,
-                 epilog="The adapter contract (harness/conformance/conventions.py):\n" + C.__doc__)
+                 epilog="The adapter contract (harness/conformance/conventions.py):\n" + C.__doc__
+                 + "\nThe usage cases (--usage; harness/conformance/usage.py):\n" + usage.__doc__)
     ap.add_argument("--apply", help="pkg.module:function, the rotation under test")
     ap.add_argument("--library", metavar="NAME",
                     help=f"a shipped adapter instead of --apply (it sets the call flags): one of "
@@ -62,6 +63,15 @@ def _parser():
     ap.add_argument("--timeout", default=str(isolate.TIMEOUT_S), metavar="S",
                     help=f"seconds one case may take before it is a FAIL (default {isolate.TIMEOUT_S:g}); "
                          f"importing --apply may take this or {isolate.IMPORT_MIN_S:g} s, the longer")
+    ap.add_argument("--usage", nargs="?", const=",".join(usage.KINDS), metavar="KINDS",
+                    help=f"after the golden cases, the usage cases: comma-separated subset of {list(usage.KINDS)} "
+                         f"(all when given bare): a module cast after it is built (needs --build or a library's "
+                         f"build hook; --dtype bf16 or fp16), instances of other bases and factors in one process, "
+                         f"decoding one position at a time; --convention positions only")
+    ap.add_argument("--build", metavar="pkg.module:fn",
+                    help="(--usage cast) fn(rope) -> a torch.nn.Module holding the code's own module(s), "
+                         "forward(q, k, positions) -> (q', k') called as --apply is; --library sets it where the "
+                         "adapter has one")
     ap.add_argument("--generate", action="store_true", help="regenerate the golden file and exit")
     return ap
 
@@ -74,7 +84,8 @@ def main(argv=None):
     flags = {n: getattr(a, n) for n in FLAGS}
     if a.generate:
         given = [f for f, v in (("--apply", a.apply), ("--library", a.library), ("--frequencies", a.frequencies),
-                                ("--rope-type", a.rope_type), *(("--" + n.replace("_", "-"), v)
+                                ("--rope-type", a.rope_type), ("--usage", a.usage), ("--build", a.build),
+                                *(("--" + n.replace("_", "-"), v)
                                                                 for n, v in flags.items())) if v is not None]
         if given:
             return _fail(f"--generate rewrites the golden file and runs nothing; drop {given}")
@@ -95,6 +106,7 @@ def main(argv=None):
         if why:
             return _fail(f"--library {a.library}: {why}")
         a.apply = lib.apply
+        a.build = a.build or lib.build or None
         flags = {**lib.calling, **{n: v for n, v in flags.items() if v is not None}}
     if not a.apply:
         return _fail("--apply pkg.module:function or --library NAME is required (or --generate)")
@@ -115,7 +127,10 @@ def main(argv=None):
         timeout = math.nan
     if not (math.isfinite(timeout) and timeout > 0):
         return _fail(f"--timeout {a.timeout!r}: give the seconds one case may take, a number > 0")
-    for flag, spec in (("--apply", a.apply), ("--frequencies", a.frequencies)):
+    kinds = [k.strip() for k in a.usage.split(",")] if a.usage is not None else []
+    if sorted(set(kinds) - set(usage.KINDS)):
+        return _fail(f"unknown --usage {sorted(set(kinds) - set(usage.KINDS))}; choose from {list(usage.KINDS)}")
+    for flag, spec in (("--apply", a.apply), ("--frequencies", a.frequencies), ("--build", a.build)):
         if spec is not None and (spec.count(":") != 1 or not all(spec.split(":"))):
             return _fail(f"{flag} {spec!r}: expected pkg.module:function")
     try:
@@ -125,6 +140,11 @@ def main(argv=None):
         # the code under test runs in a worker process, each case with a time limit (isolate.py); a missing or
         # stale golden file is bad input too (read before the worker starts)
         rows, _ = isolate.run(spec, echo=lambda m: print(m, file=sys.stderr, flush=True), timeout=timeout)
+        if kinds:  # the usage cases in a worker of their own (usage_worker.py), judged here
+            have = list(libraries.LIBRARIES[a.library].rope_types) if a.library else list(ROPE_TYPES)
+            more, _ = usage_worker.run({**spec, "build": a.build, "kinds": kinds, "types": have}, calling, timeout,
+                                       echo=lambda m: print(m, file=sys.stderr, flush=True))
+            rows += more
     except ValueError as e:
         return _fail(str(e))
     except KeyboardInterrupt:

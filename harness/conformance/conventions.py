@@ -20,6 +20,9 @@ Conventions of --apply:
   NotImplementedError marks a case it does not support (skip). With --positions dense (auto: for the
   length-dependent rope_types, whose table follows the length of the call) it gets every position 0..L-1,
   q and k built once per case, and the suite gathers the sampled rows from its output.
+  Optional hook for the usage cases (--usage cast; --build, a library's Library.build): build(rope) -> a
+  torch.nn.Module that holds the code's own module(s) as submodules, so a model's .half() / .to(dtype) reaches
+  their buffers, and whose forward(q, k, positions) -> (q', k') is called as the positions function is.
 --order sin-cos passes sin before cos (timm's apply_rot_embed(x, sin, cos)); --compare logits judges only
 q'(m)·k'(n), for code that returns q', k' in a permuted basis of its own (DeepSeek-V3's
 apply_rotary_pos_emb_interleave); --array hands NumPy / JAX / MLX arrays instead of torch tensors (arrays.py).

@@ -3,8 +3,8 @@
     python -m harness.conformance.field [--dtypes fp32,bf16,fp16] [--libraries a,b] [--jobs 2]
                                         [--out results/conformance/field.md] [--cache DIR]
 
-Each (library, dtype) runs as the CLI does (isolate.run: a worker process, --timeout per case), --jobs of them at
-once (each in its own worker process). --out replaces the block between the FIELD markers of that file (the
+Each (library, dtype) runs as the CLI does with --usage (isolate.run: a worker process, --timeout per case; then the
+usage cases, cast, shared state and decode, in a worker of their own: usage.py), --jobs of them at once. --out replaces the block between the FIELD markers of that file (the
 hand-written analysis around it stays), rewritten as each run finishes. Each finished run is kept in --cache
 (default: <out>.cache/ beside --out), keyed by the library's version, the dtype, the golden file and the suite's
 own code, so a run stopped midway resumes where it was: a run whose key matches is read back, not run again.
@@ -21,7 +21,7 @@ import sys
 import threading
 
 from harness.conformance import conventions as C
-from harness.conformance import golden, isolate, libraries
+from harness.conformance import golden, isolate, libraries, usage, usage_worker
 from harness.conformance.tolerance import TORCH_DTYPES
 
 BEGIN, END = "<!-- FIELD:BEGIN (python -m harness.conformance.field) -->", "<!-- FIELD:END -->"
@@ -47,8 +47,14 @@ def _one(name, lib, dtype, cache):
     spec = dict(apply=lib.apply, frequencies=None, calling=dataclasses.asdict(C.Calling(**lib.calling)),
                 dtype=dtype, rope_types=None)
     rows, _ = isolate.run(spec)
-    counts = {s: sum(r["result"] == s for r in rows) for s in ("pass", "FAIL", "error", "skip")}
-    counts["worst"] = max((r["ratio"] for r in rows if r["result"] == "pass"), default=float("nan"))
+    more, _ = usage_worker.run({**spec, "build": lib.build or None, "kinds": list(usage.KINDS),
+                                "types": list(lib.rope_types)}, C.Calling(**lib.calling), isolate.TIMEOUT_S)
+    rows += more
+    golden_rows = [r for r in rows if not r["case"].startswith("usage:")]
+    counts = {s: sum(r["result"] == s for r in golden_rows) for s in ("pass", "FAIL", "error", "skip")}
+    counts["worst"] = max((r["ratio"] for r in golden_rows if r["result"] == "pass"), default=float("nan"))
+    counts["usage"] = {kind: _verdict([r for r in rows if r["case"].startswith(f"usage:{kind}")])
+                       for kind in usage.KINDS}
     failing = [r for r in rows if r["result"] in ("FAIL", "error")]
     out = (name, libraries.version(lib), dtype, counts, failing, False)
     if kept:
@@ -85,19 +91,26 @@ def field(names, dtypes, echo=print, jobs=1, cache=None, done_cb=None):
     return [results[(n, d)] for n, _, d in todo], absent
 
 
+def _verdict(rows):
+    """One word for a usage kind's checks: FAIL or error if any is, else pass if any is, else skip."""
+    got = {r["result"] for r in rows}
+    return next((s for s in ("FAIL", "error", "pass") if s in got), "skip")
+
+
 def _summary(c):
     return ", ".join(f"{c[s]} {s}" for s in ("pass", "FAIL", "error", "skip")) + \
         f" of {sum(c[s] for s in ('pass', 'FAIL', 'error', 'skip'))} checks"
 
 
 def markdown(done, absent):
-    lines = ["| library | version | dtype | pass | FAIL | error | skip | worst err/tol of the passes | failing cases: "
-             "bug class |", "|---|---|---|---:|---:|---:|---:|---:|---|"]
+    lines = ["| library | version | dtype | pass | FAIL | error | skip | worst err/tol of the passes | "
+             f"{' / '.join(usage.KINDS)} | failing checks: bug class |", "|---|---|---|---:|---:|---:|---:|---:|---|---|"]
     for name, ver, dtype, c, bad in done:
         classes = sorted({r["bug"].split(";")[0].split(" (")[0] for r in bad})
         what = "; ".join(f"{sum(r['bug'].startswith(k) for r in bad)}: {k}" for k in classes)
         lines.append(f"| {name} | {ver} | {dtype} | {c['pass']} | {c['FAIL']} | {c['error']} | {c['skip']} | "
-                     f"{'-' if c['worst'] != c['worst'] else format(c['worst'], '.2g')} | {what} |")
+                     f"{'-' if c['worst'] != c['worst'] else format(c['worst'], '.2g')} | "
+                     f"{' / '.join(c.get('usage', {}).get(k, '-') for k in usage.KINDS)} | {what} |")
     lines += ["", "Not run here:", ""] + [f"- {name}: {why}" for name, why in absent] if absent else []
     return "\n".join(lines)
 

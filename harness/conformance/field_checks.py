@@ -93,8 +93,75 @@ def rotary_embedding_torch_bf16():
           f"{float(rounded.abs().max()):.3f} rad (positions held in bf16)")
 
 
+def equinox_rope_cache():
+    """eqx.nn.RotaryPositionalEmbedding caches its cos/sin table per (embedding_size, dtype), not theta
+    (equinox/nn/_embedding.py internal_rope_embedding_cache): a second module of another theta reads the first's."""
+    import equinox as eqx
+    import jax.numpy as jnp
+    import numpy as np
+    from equinox.nn._embedding import internal_rope_embedding_cache
+    x = jnp.zeros((4, D)).at[:, :D // 2].set(1.0)  # pair j: (1, 0) -> (cos, sin) of position * theta_j
+
+    def theta(base):  # the module's angles at position 1, fp64
+        y = torch.from_numpy(np.array(eqx.nn.RotaryPositionalEmbedding(D, theta=base)(x))).double()
+        return torch.atan2(y[1, D // 2:], y[1, :D // 2])
+    ref = {b: (b ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)) for b in (1e4, 5e5)}
+    internal_rope_embedding_cache.clear()
+    alone = theta(5e5)
+    internal_rope_embedding_cache.clear()
+    theta(1e4)
+    after = theta(5e5)
+    print("equinox RotaryPositionalEmbedding(128, theta=5e5), theta_j at position 1 vs 5e5^(-2j/d):")
+    print(f"  built first: max rel err {float((alone / ref[5e5] - 1).abs().max()):.2e}; built after a theta=1e4 "
+          f"module: max rel err {float((after / ref[5e5] - 1).abs().max()):.2e}, vs 1e4's "
+          f"{float((after / ref[1e4] - 1).abs().max()):.2e} (it rotates by the other module's theta)")
+
+
+def mlx_lm_longrope():
+    """mlx-lm's SuScaledRoPE takes long_factor always (short_factor is accepted, never read); Phi-3's reference and
+    HF pick short_factor while the sequence fits in original_max_position_embeddings."""
+    import mlx.core as mx
+    import numpy as np
+    from mlx_lm.models.rope_utils import SuScaledRoPE
+    short, long = [1.0 + j / 64 for j in range(D // 2)], [1.0 + 15.0 * (j / 64) ** 2 for j in range(D // 2)]
+    layer = SuScaledRoPE(D, base=BASE, max_position_embeddings=16 * L0, original_max_position_embeddings=L0,
+                         short_factor=short, long_factor=long)
+    x = mx.zeros((1, 1, 2, D))
+    x[..., :D // 2] = 1.0
+    y = torch.from_numpy(np.array(layer(x).astype(mx.float32))).double()[0, 0, 1]
+    theta = torch.atan2(y[D // 2:], y[:D // 2])
+    base = BASE ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    got = base / theta  # the rescale factor it applied per frequency
+    print("mlx-lm SuScaledRoPE (d=128, L0 8192, 2 positions): per-frequency rescale factor read back, j=63:")
+    print(f"  {float(got[63]):.4f}; long_factor[63] = {long[63]:.4f}, short_factor[63] = {short[63]:.4f} "
+          f"(a 2-token sequence: Phi-3 / HF take short)")
+
+
+def vllm_ntk():
+    """vLLM's rope_type "ntk" (NTKScalingRotaryEmbedding, 'fixed NTK' of kexue.fm/archives/9706): base * factor, then
+    every frequency / factor^(2/R): theta_j = base^(-2j/R) factor^(-2(j+1)/R); the suite's ntk is Code Llama's /
+    bloc97's base * factor^(R/(R-2)), which keeps theta_0."""
+    import os
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    from harness.conformance.libraries.vllm import config
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.layers.rotary_embedding import get_rope
+    factor = 4.0
+    with set_current_vllm_config(config(4)):
+        emb = get_rope(D, 4, True, {"rope_type": "ntk", "factor": factor, "rope_theta": BASE}, torch.float32)
+    cos, sin = emb.cos_sin_cache[1].double().chunk(2)
+    ratio = torch.atan2(sin, cos) / BASE ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    j = torch.arange(D // 2, dtype=torch.float64)
+    print("vLLM get_rope rope_type 'ntk' (factor 4, d=128): theta_j / theta_j(unscaled)")
+    print(f"  vLLM: j=0 {float(ratio[0]):.6f}, j=63 {float(ratio[63]):.6f}; its formula factor^(-2(j+1)/d): "
+          f"{factor ** (-2 / D):.6f}, {factor ** -1:.6f} (max diff "
+          f"{float((ratio - factor ** (-2 * (j + 1) / D)).abs().max()):.1e}); Code Llama NTK: 1, "
+          f"{factor ** (-2 * 63 / (D - 2)):.6f}")
+
+
 if __name__ == "__main__":
-    for check in (litgpt_yarn, megatron_yarn_partial, keras_hub_dynamic, rotary_embedding_torch_bf16):
+    for check in (litgpt_yarn, megatron_yarn_partial, keras_hub_dynamic, rotary_embedding_torch_bf16,
+                  equinox_rope_cache, mlx_lm_longrope, vllm_ntk):
         try:
             check()
         except ImportError as e:

@@ -12,7 +12,13 @@ bound, the named bug class) when any check FAILs or errors, is skipped when ever
 NotImplementedError), and passes otherwise. The options are the CLI's (`python -m harness.conformance --help`
 prints the adapter contract): the calling-convention flags map one to one. The code under test runs in the pytest
 process, as the library's other tests do; the CLI's worker process, time limit and crash isolation are the CLI's
-(run that for a library that may hang or crash)."""
+(run that for a library that may hang or crash).
+
+With `--rope-convention positions` (code that builds its own table from positions) the usage cases come too, one
+item per kind and dtype, `rope_usage[<kind>-<dtype>]` (harness/conformance/usage.py): shared state (instances of
+other bases in one process), decode (one position at a time against the whole sequence) and, with `--rope-build
+MODULE:FUNCTION` (rope dict -> the library's nn.Module, forward(q, k, positions)), the module cast to bf16 / fp16
+after it is built in fp32. `--rope-usage` picks the kinds (default all; `none` for the golden cases alone)."""
 import dataclasses
 
 import pytest
@@ -31,6 +37,10 @@ def pytest_addoption(parser):
         g.addoption(f"--rope-{name.replace('_', '-')}", default=None, help=f"the calling convention's {name}")
     g.addoption("--rope-dtype", default="fp32", help="comma-separated dtypes among fp32, bf16, fp16 (default fp32)")
     g.addoption("--rope-type", default=None, help="comma-separated rope_types to run (default: every one)")
+    g.addoption("--rope-build", metavar="MODULE:FUNCTION", default=None,
+                help="rope dict -> the library's module (forward(q, k, positions)), for the cast usage case")
+    g.addoption("--rope-usage", default="cast,shared,decode",
+                help="usage kinds to run with --rope-convention positions (default all; none: no usage cases)")
 
 
 def _spec(config):
@@ -54,6 +64,21 @@ def _spec(config):
     if types and set(types) - set(known):
         raise pytest.UsageError(f"--rope-type {sorted(set(types) - set(known))}: choose from {known}")
     return fn, freq, calling, dtypes, types
+
+
+def _usage(config, calling):
+    """(build, kinds) of the usage options; no kinds unless the code builds its own table (positions)."""
+    from harness.conformance import adapters, usage
+    opt = config.getoption
+    kinds = [] if opt("rope_usage") == "none" else [k.strip() for k in opt("rope_usage").split(",")]
+    if set(kinds) - set(usage.KINDS):
+        raise pytest.UsageError(f"--rope-usage {sorted(set(kinds) - set(usage.KINDS))}: choose from "
+                                f"{list(usage.KINDS)} or none")
+    try:
+        build = adapters.resolve(opt("rope_build"), "--rope-build") if opt("rope_build") else None
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+    return build, (kinds if calling.convention == "positions" else [])
 
 
 class RopeFailure(Exception):
@@ -85,6 +110,24 @@ class RopeCase(pytest.Item):
         return self.path, None, self.name
 
 
+class RopeUsage(RopeCase):
+    """One usage kind in one dtype (harness.conformance.usage.run_usage), in this process."""
+
+    def __init__(self, *, spec, kind, build, dtype, **kw):
+        pytest.Item.__init__(self, **kw)
+        self.spec, self.kind, self.build, self.dtype = spec, kind, build, dtype
+
+    def runtest(self):
+        from harness.conformance import cases, run, usage
+        fn, _, calling, _, types = self.spec
+        rows, msgs = usage.run_usage(fn, calling, self.dtype, kinds=(self.kind,), types=types or cases.ROPE_TYPES,
+                                     build=self.build)
+        if any(r["result"] in ("FAIL", "error") for r in rows):
+            raise RopeFailure("\n".join([run.table(rows), *msgs, run.summary(rows)]))
+        if not any(r["result"] == "pass" for r in rows):
+            pytest.skip("; ".join(msgs) or "every check skipped")
+
+
 def pytest_collection_modifyitems(session, config, items):
     if not config.getoption("rope_conformance"):
         return
@@ -95,6 +138,11 @@ def pytest_collection_modifyitems(session, config, items):
         for case in run.selected(case_list, spec[4]):
             items.append(RopeCase.from_parent(session, name=f"rope_conformance[{case['id']}-{dtype}]", spec=spec,
                                               case=case, data=data, dtype=dtype))
+    build, kinds = _usage(config, spec[2])
+    for dtype in spec[3]:
+        for kind in kinds:
+            items.append(RopeUsage.from_parent(session, name=f"rope_usage[{kind}-{dtype}]", spec=spec, kind=kind,
+                                               build=build, dtype=dtype))
 
 
 def pytest_report_header(config):

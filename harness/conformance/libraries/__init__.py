@@ -16,7 +16,10 @@ from harness.conformance.cases import ROPE_TYPES
 
 @dataclasses.dataclass(frozen=True)
 class Library:
-    """One adapter: the library's pip name and import, the adapter, how it is called, what it has."""
+    """One adapter: the library's pip name and import, the adapter, how it is called, what it has. build
+    (optional, "pkg.module:fn"): fn(rope) -> the library's torch.nn.Module(s) inside one module whose
+    forward(q, k, positions) -> (q', k') is called as `apply` is (its calling, the positions convention), for the
+    usage cases (usage.py): a module built once, cast (.half(), .to(torch.bfloat16)), kept and called again."""
     name: str
     dist: str
     module: str
@@ -25,6 +28,7 @@ class Library:
     rope_types: tuple
     options: str
     install: str = ""
+    build: str = ""
 
 
 _A = "harness.conformance.libraries."
@@ -32,7 +36,7 @@ _ENTRIES = (
     Library("transformers", "transformers", "transformers", _A + "transformers:llama", {"convention": "positions"},
             ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
             "LlamaRotaryEmbedding (every rope_type of ROPE_INIT_FUNCTIONS), GPTNeoXRotaryEmbedding for a partial "
-            "default; half pairs; no static ntk"),
+            "default; half pairs; no static ntk", build=_A + "transformers:build_llama"),
     Library("transformers-deepseek-v3", "transformers", "transformers", _A + "transformers:deepseek_v3",
             {"convention": "positions", "layout": "interleaved", "compare": "logits"},
             ("default", "linear", "dynamic", "yarn", "llama3", "longrope"),
@@ -67,7 +71,8 @@ _ENTRIES = (
             "pairs; no partial rotary"),
     Library("torchtune", "torchtune", "torchtune", _A + "torchtune:rope",
             {"convention": "positions", "layout": "interleaved", "qk_layout": "bshd"}, ("default", "llama3"),
-            "RotaryPositionalEmbeddings, Llama3ScaledRoPE; interleaved pairs; no partial rotary"),
+            "RotaryPositionalEmbeddings, Llama3ScaledRoPE; interleaved pairs; no partial rotary",
+            build=_A + "torchtune:build"),
     Library("litgpt", "litgpt", "litgpt.model", _A + "litgpt:rope", {"convention": "positions"},
             ("default", "linear", "yarn", "llama3"),
             "build_rope_cache (condense_ratio, extra_config for llama3 / yarn) + apply_rope; half pairs; partial "
@@ -91,12 +96,12 @@ _ENTRIES = (
     Library("x-transformers", "x-transformers", "x_transformers", _A + "x_transformers:rope",
             {"convention": "positions", "layout": "interleaved"}, ("default", "linear", "ntk"),
             "RotaryEmbedding(interpolation_factor, base_rescale_factor) + apply_rotary_pos_emb; interleaved pairs; "
-            "partial by the angles' width"),
+            "partial by the angles' width", build=_A + "x_transformers:build"),
     Library("rotary-embedding-torch", "rotary-embedding-torch", "rotary_embedding_torch",
             _A + "rotary_embedding_torch:rotate_queries_or_keys", {"convention": "positions", "layout": "interleaved"},
             ("default", "linear", "ntk"),
             "style 1: RotaryEmbedding.rotate_queries_or_keys(x, offset) (it builds the positions); interpolate_factor, "
-            "theta_rescale_factor; interleaved; partial by dim"),
+            "theta_rescale_factor; interleaved; partial by dim", build=_A + "rotary_embedding_torch:build"),
     Library("rotary-embedding-torch-freqs", "rotary-embedding-torch", "rotary_embedding_torch",
             _A + "rotary_embedding_torch:freqs_then_apply", {"convention": "positions", "layout": "interleaved"},
             ("default", "linear", "ntk"), "style 2: freqs = RotaryEmbedding(positions), apply_rotary_emb(freqs, x)"),
@@ -129,6 +134,38 @@ _ENTRIES = (
             ("default", "linear", "proportional"),
             "gemma.gm.math apply_rope(inputs, positions, base_frequency, scale_factor, rope_proportion): half "
             "pairs, p-RoPE by rope_proportion, no partial rotary"),
+    Library("mlx-lm", "mlx-lm", "mlx_lm.models.rope_utils", _A + "mlx_lm:rope",
+            {"convention": "positions", "array": "mlx"},
+            ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
+            "rope_utils.initialize_rope: nn.RoPE (default, linear), DynamicNTKScalingRoPE, Llama3RoPE, YarnRoPE, "
+            "SuScaledRoPE (longrope), ProportionalRoPE, all mx.fast.rope; half pairs; partial by dims"),
+    Library("mlx-lm-deepseek-v2", "mlx-lm", "mlx_lm.models.deepseek_v2", _A + "mlx_lm:deepseek_v2",
+            {"convention": "positions", "array": "mlx", "layout": "interleaved"}, ("default", "yarn"),
+            "deepseek_v2.DeepseekV2YarnRotaryEmbedding (its own YaRN, traditional=True): interleaved pairs over "
+            "the rope part (partial: qk_rope_head_dim = R)"),
+    Library("mistral-inference", "mistral-inference", "mistral_inference.rope", _A + "mistral:rope",
+            {"convention": "positions", "layout": "interleaved", "qk_layout": "bshd"}, ("default",),
+            "precompute_freqs_cis(head_dim, end, theta)[positions] + apply_rotary_emb on (tokens, heads, D): "
+            "complex pairs in fp32, interleaved; plain RoPE only, no partial"),
+    Library("mistral-inference-apply", "mistral-inference", "mistral_inference.rope",
+            "mistral_inference.rope:apply_rotary_emb", {"convention": "complex"}, ROPE_TYPES,
+            "apply_rotary_emb(xq, xk, freqs_cis) alone, any table"),
+    Library("equinox", "equinox", "equinox", _A + "equinox:rope",
+            {"convention": "positions", "array": "jax", "qk_layout": "bshd", "positions": "dense"}, ("default",),
+            "eqx.nn.RotaryPositionalEmbedding(embedding_size, theta) vmapped over heads: positions 0..L-1 only "
+            "(dense), half pairs; partial by embedding_size"),
+    Library("olmo-core", "ai2-olmo-core", "olmo_core.nn.rope", _A + "olmo_core:rope",
+            {"convention": "positions", "qk_layout": "bshd"}, ("default", "linear", "llama3", "yarn"),
+            "RotaryEmbedding(head_size, theta, scaling=PI / Stepwise (llama3) / YaRN config, "
+            "partial_rotary_factor) called as its attention calls it (head_first=False, start_pos); half pairs"),
+    Library("olmo-core-complex", "ai2-olmo-core", "olmo_core.nn.rope", _A + "olmo_core:complex_rope",
+            {"convention": "positions", "qk_layout": "bshd", "layout": "interleaved"}, ("default",),
+            "ComplexRotaryEmbedding (RoPEType.complex): complex pairs, interleaved; no scaling; partial"),
+    Library("vllm", "vllm", "vllm.model_executor.layers.rotary_embedding", _A + "vllm:rope",
+            {"convention": "positions", "qk_layout": "bshd"}, ROPE_TYPES,
+            "get_rope(head_dim, max_position, is_neox_style=True, rope_parameters) then rotary_emb(positions, q, k) "
+            "on (tokens, heads * D), forward_native on CPU (VLLM_TARGET_DEVICE=cpu); every rope_type; half pairs; "
+            "partial via partial_rotary_factor"),
 )
 LIBRARIES = {lib.name: lib for lib in _ENTRIES}
 

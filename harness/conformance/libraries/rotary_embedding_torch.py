@@ -12,15 +12,32 @@ def _module(rope):
                            theta_rescale_factor=rope["factor"] if kind == "ntk" else 1.0)
 
 
-def rotate_queries_or_keys(q, k, positions, *, rope):
-    """RotaryEmbedding(dim=R, theta).rotate_queries_or_keys(x, offset): it builds positions as
+class Style1(torch.nn.Module):
+    """RotaryEmbedding(dim=R, theta) as a submodule (its freqs parameter and cached_freqs buffer follow a cast);
+    forward(q, k, positions) calls rotate_queries_or_keys(x, offset), which builds the positions as
     arange(offset, offset + T) itself, so dense positions are one call and sampled ones one call each."""
-    lacks("rotary-embedding-torch", rope)
-    emb, n = _module(rope), len(positions)
-    if bool((positions == torch.arange(n)).all()):
-        return tuple(emb.rotate_queries_or_keys(x) for x in (q, k))
-    return tuple(torch.cat([emb.rotate_queries_or_keys(x[..., i:i + 1, :], offset=int(p))
-                            for i, p in enumerate(positions)], -2) for x in (q, k))
+
+    def __init__(self, rope):
+        super().__init__()
+        lacks("rotary-embedding-torch", rope)
+        self.emb = _module(rope)
+
+    def forward(self, q, k, positions):
+        n = len(positions)
+        if bool((positions == torch.arange(n)).all()):
+            return tuple(self.emb.rotate_queries_or_keys(x) for x in (q, k))
+        return tuple(torch.cat([self.emb.rotate_queries_or_keys(x[..., i:i + 1, :], offset=int(p))
+                                for i, p in enumerate(positions)], -2) for x in (q, k))
+
+
+def build(rope):
+    """The usage cases' hook (Library.build): one module, kept, cast and called again."""
+    return Style1(rope)
+
+
+def rotate_queries_or_keys(q, k, positions, *, rope):
+    """A fresh Style1(rope) per call: the golden cases' adapter."""
+    return Style1(rope)(q, k, positions)
 
 
 def freqs_then_apply(q, k, positions, *, rope):

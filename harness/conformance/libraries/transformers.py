@@ -17,25 +17,43 @@ def _rotary(config, rotary, q, positions, rope, **extra):
     return rotary(cfg)(q, positions[None])
 
 
+class Llama(torch.nn.Module):
+    """LlamaRotaryEmbedding (its ROPE_INIT_FUNCTIONS, dynamic update, attention_scaling) as a submodule, so that
+    `.half()` / `.to(torch.bfloat16)` reach its buffers (inv_freq, original_inv_freq) as a model's cast does;
+    forward(q, k, positions) -> (q', k') then apply_rotary_pos_emb, q, k (1, H, P, D). A partial rotary is split
+    off as HF's partial models do. Llama's own default frequencies ignore partial_rotary_factor (no Llama is
+    partial), so a partial default case takes GPTNeoXRotaryEmbedding, whose default honours it (GPT-NeoX and
+    Pythia are partial)."""
+
+    def __init__(self, rope):
+        from transformers import GPTNeoXConfig, LlamaConfig
+        from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
+        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+        super().__init__()
+        lacks("transformers", rope)
+        shape = dict(hidden_size=2 * rope["head_dim"], num_attention_heads=2, rope_parameters=_params(rope),
+                     max_position_embeddings=rope["max_position_embeddings"])
+        if rope["rope_type"] == "default" and rope.get("partial_rotary_factor", 1.0) != 1.0:
+            self.emb = GPTNeoXRotaryEmbedding(GPTNeoXConfig(**shape))
+        else:
+            self.emb = LlamaRotaryEmbedding(LlamaConfig(head_dim=rope["head_dim"], num_key_value_heads=2, **shape))
+
+    def forward(self, q, k, positions):
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+        cos, sin = self.emb(q, positions[None])  # (1, P, R) in q's dtype, attention_scaling applied
+        r = cos.shape[-1]
+        q2, k2 = apply_rotary_pos_emb(q[..., :r], k[..., :r], cos, sin)
+        return torch.cat((q2, q[..., r:]), -1), torch.cat((k2, k[..., r:]), -1)
+
+
+def build_llama(rope):
+    """The usage cases' hook (Library.build): the module a model holds, to be cast and called again."""
+    return Llama(rope)
+
+
 def llama(q, k, positions, *, rope):
-    """LlamaRotaryEmbedding (its ROPE_INIT_FUNCTIONS, dynamic update, attention_scaling) then apply_rotary_pos_emb;
-    a partial rotary split off as HF's partial models do. Llama's own default frequencies ignore
-    partial_rotary_factor (no Llama is partial), so a partial default case takes GPTNeoXRotaryEmbedding, whose
-    default honours it (GPT-NeoX and Pythia are partial)."""
-    from transformers import GPTNeoXConfig, LlamaConfig
-    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
-    lacks("transformers", rope)
-    shape = dict(hidden_size=2 * rope["head_dim"], num_attention_heads=2, rope_parameters=_params(rope),
-                 max_position_embeddings=rope["max_position_embeddings"])
-    if rope["rope_type"] == "default" and rope.get("partial_rotary_factor", 1.0) != 1.0:
-        emb = GPTNeoXRotaryEmbedding(GPTNeoXConfig(**shape))
-    else:
-        emb = LlamaRotaryEmbedding(LlamaConfig(head_dim=rope["head_dim"], num_key_value_heads=2, **shape))
-    cos, sin = emb(q, positions[None])  # (1, P, R) in q's dtype, attention_scaling applied
-    r = cos.shape[-1]
-    q2, k2 = apply_rotary_pos_emb(q[..., :r], k[..., :r], cos, sin)
-    return torch.cat((q2, q[..., r:]), -1), torch.cat((k2, k[..., r:]), -1)
+    """A fresh Llama(rope) per call (class Llama): the golden cases' adapter."""
+    return Llama(rope)(q, k, positions)
 
 
 def deepseek_v3(q, k, positions, *, rope):

@@ -8,11 +8,12 @@ class RotaryEmbedding(torch.nn.Module):
     def __init__(self, dim, use_xpos=False, scale_base=512, interpolation_factor=1., base=10000,
                  base_rescale_factor=1.):
         super().__init__()
-        self.inv_freq = inv_freq(dim, base * base_rescale_factor ** (dim / (dim - 2)))
+        # a buffer, as in x-transformers (register_buffer('inv_freq', ...)): a model's .half() casts it
+        self.register_buffer("inv_freq", inv_freq(dim, base * base_rescale_factor ** (dim / (dim - 2))))
         self.interpolation_factor = interpolation_factor
 
     def forward(self, t, offset=0):
-        freqs = torch.einsum("i,j->ij", t.float(), self.inv_freq) / self.interpolation_factor
+        freqs = torch.einsum("i,j->ij", t.type_as(self.inv_freq), self.inv_freq) / self.interpolation_factor
         return freqs.repeat_interleave(2, -1)[None], 1.
 
 
