@@ -25,10 +25,11 @@ REPRODUCERS = {
     "rotary_embedding_torch_16bit_positions.py": ("rotary-embedding-torch", "0.9.1", {"rotary_embedding_torch"}),
     "local_attention_16bit_rotary_dtype.py": ("local-attention", "1.11.2", {"local_attention"}),
     "equinox_rope_cache_ignores_theta.py": ("equinox", "0.13.8", {"equinox", "jax"}),
+    "transformers_rope_cast_rounds_inv_freq.py": ("transformers", "5.23.0", {"transformers"}),
 }
 IMPORT_NAME = {"litgpt": "litgpt", "megatron-core": "megatron.core", "keras-hub": "keras_hub",
                "rotary-embedding-torch": "rotary_embedding_torch", "local-attention": "local_attention",
-               "equinox": "equinox"}
+               "equinox": "equinox", "transformers": "transformers"}
 
 
 def _imports(tree):
