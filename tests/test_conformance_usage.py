@@ -170,3 +170,24 @@ def test_cli_usage_runs_in_a_worker_and_refuses_an_unknown_kind(capsys):
     assert f"FAIL   {bugs.STALE_TABLE} (A default b1e4)" in out and "usage:shared:4 A again" in out, out
     assert main(["--apply", "test_conformance_usage:good", "--usage", "replay"]) == 2
     assert "unknown --usage ['replay']" in capsys.readouterr().err
+
+
+def dense_only_cached(q, k, positions, *, rope):
+    """Code with no positions argument (it rotates 0..L-1, as equinox's RotaryPositionalEmbedding) and a table cache
+    keyed on the size only (equinox 0.13.8 keys it by (embedding_size, dtype), results/conformance/field.md)."""
+    if positions.tolist() != list(range(len(positions))):
+        raise ValueError("rotates positions 0..L-1 only: call with --positions dense")
+    return cached_by_length(q, k, positions, rope=rope)
+
+
+def test_code_without_positions_runs_shared_densely_and_skips_decoding_at_an_offset():
+    """--positions dense: the shared steps run over 0..L-1 (so the stale cache is found), the one-position decode
+    steps are skips (no offset to decode at), never errors."""
+    _CACHE.clear()
+    dense = C.Calling("positions", "half", positions="dense")
+    rows, _ = usage.run_usage(dense_only_cached, dense, "fp32", kinds=("shared", "decode"), types=("default",))
+    got = {r["case"]: (r["result"], r["bug"]) for r in rows}
+    _CACHE.clear()
+    assert got["usage:shared:2 B default b5e5"] == ("FAIL", f"{bugs.STALE_TABLE} (A default b1e4)"), got
+    assert got["usage:shared:1 A default b1e4"][0] == "pass" and got["usage:decode:default whole sequence"][0] == "pass"
+    assert got["usage:decode:default one at a time"][0] == "skip", got

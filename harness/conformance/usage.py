@@ -19,6 +19,8 @@ stored (golden.npz is unchanged):
   each alone (q, k of one position, positions = [t]), for default and llama3 or linear; both against the oracle,
   and the message gives each step's distance from the whole call's row.
   Named candidate: bugs.DECODE_RESTART (positions restart at 0).
+Code without a positions argument (--positions dense: it rotates 0..L-1, equinox's module) runs every step over
+0..L-1, and its one-position decode steps are skips (no offset to decode at).
 Every output is also checked for the input's dtype, real and finite values (run.output_faults). observe() runs
 beside the code under test (the CLI: in a worker, usage_worker.py), judge() in the caller's process.
 """
@@ -117,8 +119,14 @@ def _observe_step(fn, build, calling, kind, step, dtype, made):
     inst, x = made[step["instance"]], T.TORCH_DTYPES[dtype]
     q64, k64 = _inputs(step)
     calls = [(q64, k64, pos)]  # (q (P, D), k, positions) per call; rows gathered back to the sampled positions
-    if step["call"] == "dense":
-        calls = [(run._dense(q64, pos, DECODE_LEN), run._dense(k64, pos, DECODE_LEN), torch.arange(DECODE_LEN))]
+    # code without a positions argument (--positions dense: it rotates 0..L-1) runs every step densely, and has no
+    # offset to decode at
+    dense = step["call"] == "dense" or (calling.positions == "dense" and step["call"] == "sampled")
+    if calling.positions == "dense" and step["call"] == "single":
+        raise NotImplementedError("the code rotates positions 0..L-1 only (--positions dense): no offset to decode at")
+    if dense:
+        n = DECODE_LEN if step["call"] == "dense" else step["case"]["seq_len"]
+        calls = [(run._dense(q64, pos, n), run._dense(k64, pos, n), torch.arange(n))]
     elif step["call"] == "single":
         calls = [(q64[i:i + 1], k64[i:i + 1], pos[i:i + 1]) for i in range(len(pos))]
     qs, ks, mutated = [], [], []
@@ -127,7 +135,7 @@ def _observe_step(fn, build, calling, kind, step, dtype, made):
             qi, ki = C.heads(q.to(x), k.to(x))
             phase = torch.zeros(len(given), 1, dtype=torch.float64)  # unused by the positions convention
             qo, ko = C.call(inst, calling, qi, ki, phase, 1.0, given.clone(), dict(rope), mutated)
-            keep = pos if step["call"] == "dense" else slice(None)
+            keep = pos if dense else slice(None)
             qs.append(run._plain(qo)[:, keep])
             ks.append(run._plain(ko)[:, keep])
     return {"q": torch.cat(qs, 1), "k": torch.cat(ks, 1), "mutated": list(dict.fromkeys(mutated))}

@@ -1,6 +1,8 @@
 """keras-hub's RotaryEmbedding layer on the torch backend (keras_hub/src/layers/modeling/rotary_embedding.py):
 x (batch, seq, heads, features), positions given; its rope_type "dynamic" divides every frequency by
-factor^(d/(d-2)), which is checked as HF's static ntk (base * factor^(d/(d-2))), the type it is closest to."""
+factor^(d/(d-2)), which is checked as HF's static ntk (base * factor^(d/(d-2))), the type it is closest to. The
+layer is built with the activations' dtype as its dtype policy, as a keras-hub model in bf16 / fp16 builds its
+layers (a layer's output is in its compute dtype, float32 by default, not the input's)."""
 import os
 
 from harness.conformance.libraries import lacks, rotary_dim, split
@@ -26,5 +28,5 @@ def rope(q, k, positions, *, rope):
     if kind == "yarn":
         kw.update(original_max_position_embeddings=rope["original_max_position_embeddings"],
                   beta_fast=rope.get("beta_fast", 32.0), beta_slow=rope.get("beta_slow", 1.0))
-    layer = RotaryEmbedding(**kw)
+    layer = RotaryEmbedding(dtype=str(q.dtype).removeprefix("torch."), **kw)  # "bfloat16", "float16", "float32"
     return tuple(split(lambda x: layer(x, positions=positions), x, r) for x in (q, k))
