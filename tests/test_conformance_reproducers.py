@@ -26,10 +26,12 @@ REPRODUCERS = {
     "local_attention_16bit_rotary_dtype.py": ("local-attention", "1.11.2", {"local_attention"}),
     "equinox_rope_cache_ignores_theta.py": ("equinox", "0.13.8", {"equinox", "jax"}),
     "transformers_rope_cast_rounds_inv_freq.py": ("transformers", "5.23.0", {"transformers"}),
+    "x_transformers_cast_16bit_phase.py": ("x-transformers", "2.31.10", {"x_transformers"}),
+    "rotary_embedding_torch_cast_16bit_phase.py": ("rotary-embedding-torch", "0.9.1", {"rotary_embedding_torch"}),
 }
 IMPORT_NAME = {"litgpt": "litgpt", "megatron-core": "megatron.core", "keras-hub": "keras_hub",
                "rotary-embedding-torch": "rotary_embedding_torch", "local-attention": "local_attention",
-               "equinox": "equinox", "transformers": "transformers"}
+               "equinox": "equinox", "transformers": "transformers", "x-transformers": "x_transformers"}
 
 
 def _imports(tree):

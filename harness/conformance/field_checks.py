@@ -159,9 +159,53 @@ def vllm_ntk():
           f"{factor ** (-2 * 63 / (D - 2)):.6f}")
 
 
+def cast_16bit_tables():
+    """The usage cases' cast FAILs: each module built in fp32, then cast as a model is (.to(torch.bfloat16)), its
+    angle at position 8191 read back in fp64 against theta_j = 1e4^(-2j/d) (RoFormer arXiv 2104.09864): HF's
+    LlamaRotaryEmbedding (inv_freq a buffer; huggingface/transformers#25681), x-transformers' RotaryEmbedding
+    (inv_freq a buffer, positions cast to its dtype: t.type_as(self.inv_freq)), rotary-embedding-torch's (freqs a
+    parameter, positions cast to its dtype in forward)."""
+    d, p = 64, 8191
+    ref = p * BASE ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,) fp64 angles
+    pos = torch.tensor([p])
+
+    def hf(m):
+        cos, sin = m(torch.zeros(1, 1, d, dtype=torch.float32), pos[None])  # fp32 activations: the table's own error
+        return torch.atan2(sin[0, 0, :d // 2].double(), cos[0, 0, :d // 2].double())
+
+    def xt(m):
+        return m(pos)[0][0, 0, 0::2].double()  # (freqs, scale); freqs (1, 1, d), interleaved (stack then flatten)
+
+    def ret(m):
+        return m(pos.float())[0, 0::2].double()  # its forward: positions -> freqs (1, d) interleaved
+
+    builders = []
+    try:
+        from transformers import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+        builders.append(("transformers LlamaRotaryEmbedding",
+                         lambda: LlamaRotaryEmbedding(LlamaConfig(hidden_size=512, num_attention_heads=8)), hf))
+    except ImportError:
+        pass
+    try:
+        from x_transformers.x_transformers import RotaryEmbedding as XT
+        builders.append(("x-transformers RotaryEmbedding", lambda: XT(d), xt))
+    except ImportError:
+        pass
+    from rotary_embedding_torch import RotaryEmbedding as RET
+    builders.append(("rotary-embedding-torch RotaryEmbedding", lambda: RET(d), ret))
+    print(f"modules built in fp32, then .to(torch.bfloat16); angle at position {p} vs fp64 (rad, wrapped):")
+    for name, build, read in builders:
+        for cast in (False, True):
+            m = build()
+            m = m.to(torch.bfloat16) if cast else m
+            err = torch.remainder(read(m).float().double() - ref + math.pi, 2 * math.pi) - math.pi
+            print(f"  {name}{' cast' if cast else ' fp32'}: max |angle error| {float(err.abs().max()):.3g} rad")
+
+
 if __name__ == "__main__":
     for check in (litgpt_yarn, megatron_yarn_partial, keras_hub_dynamic, rotary_embedding_torch_bf16,
-                  equinox_rope_cache, mlx_lm_longrope, vllm_ntk):
+                  equinox_rope_cache, mlx_lm_longrope, vllm_ntk, cast_16bit_tables):
         try:
             check()
         except ImportError as e:
