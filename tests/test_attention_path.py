@@ -158,8 +158,9 @@ def test_wrappers_forward_every_hook(wrapper):
 # Where attention may be formed and its hooks called: the one path, and the encodings that define (and, for
 # composites, delegate) the hooks.
 HOOK_CALL = re.compile(r"(\w+)\.(rotate|bias|scores_bias|token_state|normalize)\(")
-# harness.attention's own functions, and the precision pipelines' rotate(p, x, cos, sin) (a RoPE table function)
-NOT_HOOKS = {"attention", "pp"}
+# harness.attention's own functions, the precision pipelines' rotate(p, x, cos, sin) (a RoPE table function) and
+# the conformance oracle's cases.rotate(x, inv_freq, pos, attention_factor, layout) (its fp64 RoPE reference)
+NOT_HOOKS = {"attention", "pp", "cases"}
 ATTENTION_FORMS = re.compile(r"scaled_dot_product_attention|\bsoftmax\(|(?<!attention\.)\bflex_attention\(")
 
 

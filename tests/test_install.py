@@ -4,15 +4,13 @@ source tree, and run both console scripts from a directory outside the repo.
 The scratch venv reuses this venv's dependencies through a .pth line (torch, hydra, lm-eval are not
 installed twice, and nothing is downloaded). Only site dirs have their .pth files run, so this venv's
 editable-install finder for harness stays inactive there: `import harness` finds the wheel's copy."""
-import os
-import shutil
-import subprocess
 import sys
 import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
+from wheel_kit import build_wheel, run
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = "the quick brown fox jumps over the lazy dog. " * 400
@@ -21,28 +19,6 @@ JOB = ["model.n_layers=1", "model.d_model=32", "model.n_heads=2", "train.seq_len
        "train.batch_size=4", "train.warmup=1", "eval.multiples=[1]", "eval.max_tokens=32",
        "eval.throughput_repeats=1", "eval.warmup=0", "eval.extension.types=[]", "wandb.mode=disabled",
        "checkpoint=false", "threads=1"]
-
-
-def run(cmd, cwd, **kw):
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    p = subprocess.run([str(c) for c in cmd], cwd=cwd, env={**env, "OMP_NUM_THREADS": "1"},
-                       capture_output=True, text=True, timeout=180, **kw)
-    assert p.returncode == 0, f"{cmd}\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
-    return p.stdout
-
-
-def build_wheel(tmp):
-    """The wheel of a copy of the sources: no build/ or egg-info in the checkout, no stale build/lib."""
-    src = tmp / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    for name in ("harness", "conf", "tasks"):
-        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp / "dist", src],
-        cwd=tmp)
-    (wheel,) = (tmp / "dist").glob("harness-*.whl")
-    return wheel
 
 
 def scratch_venv(path, wheel):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_install import build_wheel
+from wheel_kit import build_wheel
 
 pytestmark = pytest.mark.slow
 CORE = ("torch", "numpy", "pytest")  # the core dependencies and the conformance extra's

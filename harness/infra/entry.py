@@ -25,13 +25,13 @@ def require_run(command):
         raise SystemExit(2)
 
 
-def harness():
+def harness(argv=None):
     require_run("harness")
     from harness.__main__ import cli
-    return cli()
+    return cli(argv)
 
 
-def lm_eval():
+def lm_eval(argv=None):
     require_run("harness-lm-eval")
     from harness.lmeval.cli import main
-    return main()
+    return main(argv)
