@@ -19,8 +19,10 @@ pytestmark = pytest.mark.slow
 def _bench(storage, *args):
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/bench", "--benchmark-enable",
            "-k", ONE, f"--benchmark-storage=file://{storage}", *args]
-    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONHASHSEED": "0"})
+    # the outer run's pytest / xdist variables left out: under `pytest -n 2` (make test-slow) an inherited
+    # PYTEST_XDIST_WORKER makes the inner pytest-benchmark skip saving its run
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "XDIST_"))}
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
 
 
 def _planted(saved, seconds, name):
