@@ -32,9 +32,10 @@ class Library:
 
 
 _A = "harness.conformance.libraries."
+HF_TYPES = tuple(t for t in ROPE_TYPES if t != "ntk")  # HF's ROPE_INIT_FUNCTIONS: every type but a static ntk
 _ENTRIES = (
     Library("transformers", "transformers", "transformers", _A + "transformers:llama", {"convention": "positions"},
-            ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
+            HF_TYPES,
             "LlamaRotaryEmbedding (every rope_type of ROPE_INIT_FUNCTIONS), GPTNeoXRotaryEmbedding for a partial "
             "default; half pairs; no static ntk", build=_A + "transformers:build_llama"),
     Library("transformers-deepseek-v3", "transformers", "transformers", _A + "transformers:deepseek_v3",
@@ -48,25 +49,25 @@ _ENTRIES = (
             "interleaved pairs, the table in the activations' dtype; partial via rotary_dim"),
     Library("transformers-cohere", "transformers", "transformers", _A + "transformers:cohere",
             {"convention": "positions", "layout": "interleaved"},
-            ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
+            HF_TYPES,
             "CohereRotaryEmbedding (every rope_type of ROPE_INIT_FUNCTIONS) + apply_rotary_pos_emb: interleaved "
             "pairs, table in the activations' dtype, rotation in fp32; no partial rotary"),
     Library("transformers-glm", "transformers", "transformers", _A + "transformers:glm",
             {"convention": "positions", "layout": "interleaved"},
-            ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
+            HF_TYPES,
             "GlmRotaryEmbedding + apply_rotary_pos_emb: the first half of cos and sin repeat_interleaved, interleaved "
             "pairs of the first R features (ChatGLM's), the rest passed through; partial_rotary_factor honoured"),
     Library("transformers-llama4", "transformers", "transformers", _A + "transformers:llama4",
             {"convention": "positions", "layout": "interleaved", "qk_layout": "bshd"},
-            ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
+            HF_TYPES,
             "Llama4TextRotaryEmbedding (complex freqs_cis) + apply_rotary_emb: complex pairs in fp32, interleaved; "
             "no partial rotary"),
     Library("transformers-qwen2-vl", "transformers", "transformers", _A + "transformers:qwen2_vl",
-            {"convention": "positions"}, ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
+            {"convention": "positions"}, HF_TYPES,
             "Qwen2VLRotaryEmbedding (M-RoPE: temporal, height, width ids recomposed by mrope_section; for text all "
             "equal to the index) + apply_rotary_pos_emb: half pairs; no partial rotary"),
     Library("transformers-gpt-oss", "transformers", "transformers", _A + "transformers:gpt_oss",
-            {"convention": "positions"}, ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
+            {"convention": "positions"}, HF_TYPES,
             "GptOssRotaryEmbedding (cos, sin of width D/2) + apply_rotary_pos_emb (x chunked into halves): half "
             "pairs; no partial rotary"),
     Library("torchtune", "torchtune", "torchtune", _A + "torchtune:rope",
@@ -136,7 +137,7 @@ _ENTRIES = (
             "pairs, p-RoPE by rope_proportion, no partial rotary"),
     Library("mlx-lm", "mlx-lm", "mlx_lm.models.rope_utils", _A + "mlx_lm:rope",
             {"convention": "positions", "array": "mlx"},
-            ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional"),
+            HF_TYPES,
             "rope_utils.initialize_rope: nn.RoPE (default, linear), DynamicNTKScalingRoPE, Llama3RoPE, YarnRoPE, "
             "SuScaledRoPE (longrope), ProportionalRoPE, all mx.fast.rope; half pairs; partial by dims"),
     Library("mlx-lm-deepseek-v2", "mlx-lm", "mlx_lm.models.deepseek_v2", _A + "mlx_lm:deepseek_v2",
