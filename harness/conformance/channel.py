@@ -12,7 +12,7 @@ import torch
 from harness.conformance import conventions as C
 
 
-def _tensor(t):
+def pack_tensor(t):
     x = torch.view_as_real(t) if t.is_complex() else t
     return {"dtype": str(t.dtype), "shape": list(t.shape),
             "data": base64.b64encode(x.double().contiguous().numpy().tobytes()).decode("ascii")}
@@ -23,11 +23,11 @@ def pack(record):
     out = {}
     for part in ("freq", "rot"):
         r = record[part]
-        out[part] = None if r is None else {n: _tensor(v) if torch.is_tensor(v) else v for n, v in r.items()}
+        out[part] = None if r is None else {n: pack_tensor(v) if torch.is_tensor(v) else v for n, v in r.items()}
     return out
 
 
-def _untensor(d, shape, what):
+def unpack_tensor(d, shape, what):
     if not isinstance(d, dict) or set(d) != {"dtype", "shape", "data"} or not isinstance(d["dtype"], str):
         raise ValueError(f"{what} is not a tensor")
     dtype = getattr(torch, d["dtype"].removeprefix("torch."), None)
@@ -66,7 +66,7 @@ def unpack(packed, case, arrays):
             return {"freq": dict(f), "rot": None}
         if set(f) != {"inv", "att"} or type(f["att"]) not in (int, float):
             raise ValueError("freq is none of skip, error, (inv, att)")
-        rec["freq"] = {"inv": _untensor(f["inv"], None, "inv_freq").double().flatten(), "att": float(f["att"])}
+        rec["freq"] = {"inv": unpack_tensor(f["inv"], None, "inv_freq").double().flatten(), "att": float(f["att"])}
     if not isinstance(r, dict):
         raise ValueError("rot is not a mapping")
     if _said(r):
@@ -76,6 +76,6 @@ def unpack(packed, case, arrays):
             isinstance(r["mutated"], list) and all(isinstance(n, str) for n in r["mutated"])):
         raise ValueError("rot is none of skip, error, (q, k, mutated)")
     shape = (C.HEADS, len(arrays["positions"]), case["head_dim"])
-    rec["rot"] = {"q": _untensor(r["q"], shape, "q'"), "k": _untensor(r["k"], shape, "k'"),
+    rec["rot"] = {"q": unpack_tensor(r["q"], shape, "q'"), "k": unpack_tensor(r["k"], shape, "k'"),
                   "mutated": list(r["mutated"])}
     return rec

@@ -14,13 +14,13 @@ import subprocess
 import sys
 
 from harness.conformance import usage
-from harness.conformance.channel import _tensor, _untensor
+from harness.conformance.channel import pack_tensor, unpack_tensor
 
 MARK = "@@harness-conformance-usage@@ "
 
 
 def _pack(observed):
-    return {kind: [{n: _tensor(v) if n in ("q", "k") else v for n, v in rec.items()} for rec in recs]
+    return {kind: [{n: pack_tensor(v) if n in ("q", "k") else v for n, v in rec.items()} for rec in recs]
             for kind, recs in observed.items()}
 
 
@@ -44,7 +44,7 @@ def _unpack(packed, kinds, types, head_dim=usage.HEAD_DIM):
                     isinstance(rec["mutated"], list) and all(isinstance(n, str) for n in rec["mutated"])):
                 raise ValueError(f"{kind}: a record is none of skip, error, (q, k, mutated)")
             shape = (2, len(step["pos"]), head_dim)
-            out[kind].append({"q": _untensor(rec["q"], shape, "q'"), "k": _untensor(rec["k"], shape, "k'"),
+            out[kind].append({"q": unpack_tensor(rec["q"], shape, "q'"), "k": unpack_tensor(rec["k"], shape, "k'"),
                               "mutated": list(rec["mutated"])})
     return out
 
